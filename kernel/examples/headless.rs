@@ -1,0 +1,67 @@
+//! A headless world: scripted players for a number of ticks, then ticks/s and the final root.
+//!
+//! `cargo run --release -p migratory-kernel --example headless -- [ticks] [shards] [clients] [boids]`
+
+use std::time::Instant;
+
+use migratory_kernel::hash::hex;
+use migratory_kernel::scripted::{Script, ScriptConfig};
+use migratory_kernel::{TickInputs, World, WorldConfig};
+
+fn arg(n: usize, default: u32) -> u32 {
+    std::env::args().nth(n).and_then(|a| a.parse().ok()).unwrap_or(default)
+}
+
+fn main() {
+    let ticks = arg(1, 600);
+    let shards = arg(2, 1) as usize;
+    let clients = arg(3, 32);
+    let config = WorldConfig {
+        boid_count: arg(4, 5_000),
+        ..WorldConfig::default()
+    };
+    let started = Instant::now();
+    let mut world = match World::new(config.clone(), shards) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    };
+    println!("world built in {:?}", started.elapsed());
+    let mut script = Script::new(ScriptConfig {
+        clients,
+        ..ScriptConfig::default()
+    });
+    let mut inputs = TickInputs::default();
+    let mut last = world.output().clone();
+    let (mut frame_bytes, mut frames) = (0u64, 0u64);
+    let started = Instant::now();
+    let mut step_time = std::time::Duration::ZERO;
+    for _ in 0..ticks {
+        script.next_inputs(&world, &last, &mut inputs);
+        let t0 = Instant::now();
+        let out = world.step(&inputs);
+        step_time += t0.elapsed();
+        for f in out.frames() {
+            frame_bytes += f.bytes.len() as u64;
+            frames += 1;
+        }
+        last.clone_from(out);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let per_snapshot = frame_bytes as f64 / frames.max(1) as f64;
+    let snapshots_per_s = config.tick_rate_hz as f64 / config.snapshot_interval_ticks as f64;
+    println!(
+        "{ticks} ticks, {} boids, {clients} clients, {shards} shard(s): {:.0} ticks/s ({:.3} ms/tick)",
+        config.boid_count,
+        ticks as f64 / secs,
+        secs * 1000.0 / ticks as f64
+    );
+    println!("step alone: {:.3} ms/tick", step_time.as_secs_f64() * 1000.0 / ticks as f64);
+    println!(
+        "frames: {frames}, mean {per_snapshot:.1} B/snapshot = {:.0} B/s per client",
+        per_snapshot * snapshots_per_s
+    );
+    println!("final tick {} root {}", world.tick(), hex(&world.state_root()));
+}

@@ -1,0 +1,215 @@
+//! The boid rule: one boid's next state from the previous tick's world, integers only.
+//!
+//! `next` reads nothing but the previous state (through `Neighbourhood`) and writes
+//! nothing, so any partition of the boids into shards computes the same result.
+
+use crate::config::FlockingConfig;
+use crate::grid::UniformGrid;
+use crate::rng;
+use crate::terrain::Terrain;
+
+/// A boid: position in millimetres, velocity in millimetres per tick.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[repr(C)]
+pub struct Boid {
+    pub x_mm: i32,
+    pub y_mm: i32,
+    pub vx: i32,
+    pub vy: i32,
+}
+
+/// A joined player's avatar as the boids and snapshots see it this tick.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Avatar {
+    pub slot: u32,
+    pub x_mm: i32,
+    pub y_mm: i32,
+    pub vx: i32,
+    pub vy: i32,
+}
+
+/// Everything the rule may read: the previous tick, frozen.
+#[derive(Clone, Copy)]
+pub(crate) struct Neighbourhood<'a> {
+    pub flocking: &'a FlockingConfig,
+    pub world_size_mm: i32,
+    pub seed: u64,
+    /// The tick being computed (keys the wander jitter).
+    pub tick: u32,
+    pub terrain: &'a Terrain,
+    /// Boid grid over the previous positions, and the boids copied into grid order.
+    pub grid: &'a UniformGrid,
+    pub sorted: &'a [Boid],
+    /// Avatar grid and the avatars it indexes.
+    pub avatar_grid: &'a UniformGrid,
+    pub avatars: &'a [Avatar],
+}
+
+/// Scales (x, y) to length `len` (zero stays zero).
+#[inline]
+fn with_length(x: i64, y: i64, len: i64) -> (i64, i64) {
+    let l = rng::isqrt((x * x + y * y) as u64) as i64;
+    if l == 0 {
+        (0, 0)
+    } else {
+        (x * len / l, y * len / l)
+    }
+}
+
+impl Neighbourhood<'_> {
+    /// The boid `id`'s state at the next tick.
+    pub fn next(&self, id: u32, b: Boid) -> Boid {
+        let f = self.flocking;
+        let amax = f.accel_max_mm_per_tick as i64;
+        let r = f.neighbour_radius_mm as i64;
+        let rs = f.separation_radius_mm as i64;
+        let (px, py) = (b.x_mm as i64, b.y_mm as i64);
+
+        // Flocking: the centre cell first, then its neighbours, so the nearest are kept
+        // when `neighbours_max` cuts the scan short.
+        let (cx, cy) = (self.grid.coord(b.x_mm), self.grid.coord(b.y_mm));
+        let cols = self.grid.cols();
+        let (mut count, mut sum_dx, mut sum_dy, mut sum_vx, mut sum_vy) = (0i64, 0i64, 0i64, 0i64, 0i64);
+        let (mut sep_x, mut sep_y) = (0i64, 0i64);
+        const CELLS: [(i32, i32); 9] = [(0, 0), (-1, -1), (0, -1), (1, -1), (-1, 0), (1, 0), (-1, 1), (0, 1), (1, 1)];
+        'cells: for (ox, oy) in CELLS {
+            let (x, y) = (cx + ox, cy + oy);
+            if x < 0 || y < 0 || x >= cols || y >= cols {
+                continue;
+            }
+            for k in self.grid.cell_range(x, y) {
+                if self.grid.order()[k] == id {
+                    continue;
+                }
+                let o = self.sorted[k];
+                let (dx, dy) = (o.x_mm as i64 - px, o.y_mm as i64 - py);
+                let d2 = dx * dx + dy * dy;
+                if d2 >= r * r {
+                    continue;
+                }
+                count += 1;
+                sum_dx += dx;
+                sum_dy += dy;
+                sum_vx += o.vx as i64;
+                sum_vy += o.vy as i64;
+                if d2 < rs * rs {
+                    let d = (rng::isqrt(d2 as u64) as i64).max(1);
+                    sep_x -= dx * (rs - d) / d;
+                    sep_y -= dy * (rs - d) / d;
+                }
+                if count >= f.neighbours_max as i64 {
+                    break 'cells;
+                }
+            }
+        }
+        let (mut ax, mut ay) = (0i64, 0i64);
+        if count > 0 {
+            ax += (sum_dx / count) * f.cohesion_weight as i64 >> 14;
+            ay += (sum_dy / count) * f.cohesion_weight as i64 >> 14;
+            ax += (sum_vx / count - b.vx as i64) * f.alignment_weight as i64 >> 10;
+            ay += (sum_vy / count - b.vy as i64) * f.alignment_weight as i64 >> 10;
+            ax += sep_x * f.separation_weight as i64 >> 14;
+            ay += sep_y * f.separation_weight as i64 >> 14;
+        }
+
+        // Flee: away from every avatar within the flee radius, harder the closer it is.
+        let fr = f.flee_radius_mm as i64;
+        if fr > 0 && !self.avatars.is_empty() {
+            let (mut fx, mut fy) = (0i64, 0i64);
+            self.avatar_grid.for_each_near(b.x_mm, b.y_mm, fr as i32, |a| {
+                let av = self.avatars[a as usize];
+                let (dx, dy) = (px - av.x_mm as i64, py - av.y_mm as i64);
+                let d2 = dx * dx + dy * dy;
+                if d2 < fr * fr {
+                    let (ux, uy) = with_length(dx, dy, 1024);
+                    let d = rng::isqrt(d2 as u64) as i64;
+                    fx += ux * (fr - d) / fr;
+                    fy += uy * (fr - d) / fr;
+                }
+            });
+            ax += fx * 2 * amax * f.flee_weight as i64 >> 18;
+            ay += fy * 2 * amax * f.flee_weight as i64 >> 18;
+        }
+
+        // Terrain: look ahead along the velocity; if that cell is water or steep, steer
+        // along its escape vector, or straight back when it has none.
+        let look = f.lookahead_ticks as i64;
+        let lx = (px + b.vx as i64 * look).clamp(0, self.world_size_mm as i64 - 1) as i32;
+        let ly = (py + b.vy as i64 * look).clamp(0, self.world_size_mm as i64 - 1) as i32;
+        if self.terrain.flags_at(lx, ly) != 0 {
+            let e = self.terrain.escape_at(lx, ly);
+            let (ex, ey) = if e == [0, 0] {
+                (-(b.vx as i64), -(b.vy as i64))
+            } else {
+                (e[0] as i64, e[1] as i64)
+            };
+            let (tx, ty) = with_length(ex, ey, 2 * amax);
+            ax += tx * f.terrain_avoid_weight as i64 >> 8;
+            ay += ty * f.terrain_avoid_weight as i64 >> 8;
+        }
+
+        // Edges: push inwards, proportionally to how deep into the margin the boid is.
+        let m = f.edge_margin_mm as i64;
+        if m > 0 {
+            let w = self.world_size_mm as i64;
+            let push = |p: i64| -> i64 {
+                if p < m {
+                    2 * amax * (m - p) / m
+                } else if p > w - m {
+                    -2 * amax * (p - (w - m)) / m
+                } else {
+                    0
+                }
+            };
+            ax += push(px);
+            ay += push(py);
+        }
+
+        // Wander jitter, keyed by (seed, tick, id).
+        let j = f.wander_jitter_mm_per_tick;
+        if j > 0 {
+            let bits = rng::draw(self.seed, self.tick, id, rng::STREAM_WANDER);
+            ax += rng::symmetric(bits, j) as i64;
+            ay += rng::symmetric(bits.rotate_left(32), j) as i64;
+        }
+
+        // Turn limit: the velocity changes by at most `accel_max` a tick.
+        let a2 = ax * ax + ay * ay;
+        if a2 > amax * amax {
+            (ax, ay) = with_length(ax, ay, amax);
+        }
+        let (mut vx, mut vy) = (b.vx as i64 + ax, b.vy as i64 + ay);
+        let s = rng::isqrt((vx * vx + vy * vy) as u64) as i64;
+        let (smin, smax) = (f.speed_min_mm_per_tick as i64, f.speed_max_mm_per_tick as i64);
+        if s > smax {
+            (vx, vy) = with_length(vx, vy, smax);
+        } else if s < smin {
+            (vx, vy) = if s == 0 { (smin, 0) } else { with_length(vx, vy, smin) };
+        }
+        let (vx, vy) = (vx as i32, vy as i32);
+        let (x, y) = move_blocked(self.terrain, self.world_size_mm, b.x_mm, b.y_mm, vx, vy);
+        // A blocked axis reflects the velocity, so the boid turns away next tick.
+        let vx = if x == b.x_mm + vx { vx } else { -vx };
+        let vy = if y == b.y_mm + vy { vy } else { -vy };
+        Boid { x_mm: x, y_mm: y, vx, vy }
+    }
+}
+
+/// Moves (x, y) by (vx, vy) but never into water or out of the world: the full move if
+/// it lands on dry ground, else the x-only or y-only move, else no move at all.
+#[inline]
+pub(crate) fn move_blocked(terrain: &Terrain, world_size_mm: i32, x: i32, y: i32, vx: i32, vy: i32) -> (i32, i32) {
+    let limit = world_size_mm - 1;
+    let nx = (x + vx).clamp(0, limit);
+    let ny = (y + vy).clamp(0, limit);
+    if !terrain.is_water(nx, ny) {
+        (nx, ny)
+    } else if !terrain.is_water(nx, y) {
+        (nx, y)
+    } else if !terrain.is_water(x, ny) {
+        (x, ny)
+    } else {
+        (x, y)
+    }
+}

@@ -1,0 +1,124 @@
+//! The state root: a blake3 Merkle root over fixed-size chunks of the canonical state.
+//!
+//! Layout of the tree (two levels, chunk size never depends on the shard count):
+//!
+//! | leaf            | covers                                   | bytes per item |
+//! |-----------------|------------------------------------------|----------------|
+//! | `Boids(i)`      | boids `i*1024 .. (i+1)*1024`             | 16 (x, y, vx, vy as i32 LE) |
+//! | `Players(i)`    | player slots `i*64 .. (i+1)*64`          | 80 (`Player::to_le_bytes`) |
+//! | `Streams(i)`    | client snapshot streams of slots `i*64 ..` | 32 (each stream's digest, zeros when empty) |
+//!
+//! Each leaf is `blake3("MGCH" | kind u8 | index u32 LE | bytes)`. The root is
+//! `blake3("MGRT" | rules version u32 | tick u32 | config hash | terrain hash |
+//! leaf count u32 | every leaf hash in the order above)`.
+
+use crate::boids::Boid;
+
+/// Boids per hash chunk.
+pub const BOIDS_PER_CHUNK: usize = 1024;
+/// Player slots per hash chunk.
+pub const PLAYERS_PER_CHUNK: usize = 64;
+/// Client streams per hash chunk.
+pub const STREAMS_PER_CHUNK: usize = 64;
+
+/// What part of the state a leaf covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ChunkKind {
+    Boids = 0,
+    Players = 1,
+    Streams = 2,
+}
+
+/// A leaf of the state tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChunkId {
+    pub kind: ChunkKind,
+    pub index: u32,
+}
+
+impl ChunkId {
+    /// The item range (boid ids or slots) the chunk covers.
+    pub fn items(&self) -> std::ops::Range<usize> {
+        let per = match self.kind {
+            ChunkKind::Boids => BOIDS_PER_CHUNK,
+            ChunkKind::Players => PLAYERS_PER_CHUNK,
+            ChunkKind::Streams => STREAMS_PER_CHUNK,
+        };
+        self.index as usize * per..(self.index as usize + 1) * per
+    }
+}
+
+/// Leaf counts for a world of the given size.
+pub fn chunk_counts(boid_count: usize, slot_count: usize) -> [usize; 3] {
+    [
+        boid_count.div_ceil(BOIDS_PER_CHUNK),
+        slot_count.div_ceil(PLAYERS_PER_CHUNK),
+        slot_count.div_ceil(STREAMS_PER_CHUNK),
+    ]
+}
+
+/// The leaf for flat index `i` of the tree.
+pub fn chunk_id(counts: [usize; 3], i: usize) -> ChunkId {
+    let (kind, index) = if i < counts[0] {
+        (ChunkKind::Boids, i)
+    } else if i < counts[0] + counts[1] {
+        (ChunkKind::Players, i - counts[0])
+    } else {
+        (ChunkKind::Streams, i - counts[0] - counts[1])
+    };
+    ChunkId {
+        kind,
+        index: index as u32,
+    }
+}
+
+/// A hasher for one leaf, with its domain prefix already written.
+pub fn leaf_hasher(kind: ChunkKind, index: u32) -> blake3::Hasher {
+    let mut h = blake3::Hasher::new();
+    h.update(b"MGCH");
+    h.update(&[kind as u8]);
+    h.update(&index.to_le_bytes());
+    h
+}
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("the canonical state is little-endian; hashing casts boids to bytes in place");
+
+/// Boids as their canonical bytes. `Boid` is `repr(C)` with four i32 and no padding, so on a
+/// little-endian machine its memory is exactly the canonical encoding.
+pub fn boid_bytes(boids: &[Boid]) -> &[u8] {
+    const _: () = assert!(std::mem::size_of::<Boid>() == 16);
+    // SAFETY: Boid is plain old data without padding; u8 has alignment 1.
+    unsafe { std::slice::from_raw_parts(boids.as_ptr().cast::<u8>(), std::mem::size_of_val(boids)) }
+}
+
+/// The leaf hash of boid chunk `index`.
+pub fn boid_chunk(index: u32, boids: &[Boid]) -> [u8; 32] {
+    let mut h = leaf_hasher(ChunkKind::Boids, index);
+    h.update(boid_bytes(boids));
+    *h.finalize().as_bytes()
+}
+
+/// The root over all leaves.
+pub fn root(rules_version: u32, tick: u32, config_hash: &[u8; 32], terrain_hash: &[u8; 32], leaves: &[[u8; 32]]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(b"MGRT");
+    h.update(&rules_version.to_le_bytes());
+    h.update(&tick.to_le_bytes());
+    h.update(config_hash);
+    h.update(terrain_hash);
+    h.update(&(leaves.len() as u32).to_le_bytes());
+    for l in leaves {
+        h.update(l);
+    }
+    *h.finalize().as_bytes()
+}
+
+/// Lowercase hex of a hash, for messages and golden files.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}

@@ -1,0 +1,267 @@
+//! A persistent pool of shard worker threads that runs one job on every shard and waits.
+//!
+//! The kernel's output never depends on scheduling: each job writes only the data its
+//! shard index owns, and the caller waits for every shard before reading anything.
+//! With one shard the job runs inline on the caller's thread and no thread exists.
+
+use std::marker::PhantomData;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+/// Most shards a pool may run.
+pub const SHARD_COUNT_MAX: usize = 64;
+
+type Job = dyn Fn(usize) + Sync;
+
+/// A job pointer with its lifetime erased; `ShardPool::run` guarantees it outlives every use.
+#[derive(Clone, Copy)]
+struct JobPtr(*const Job);
+// SAFETY: the pointee is `Sync`, and `run` keeps it alive until every worker is done with it.
+unsafe impl Send for JobPtr {}
+
+struct State {
+    generation: u64,
+    job: Option<JobPtr>,
+    pending: usize,
+    panicked: bool,
+    shutdown: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    start: Condvar,
+    done: Condvar,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    // Jobs run outside the lock and panics are caught, so poisoning carries no broken state.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Worker threads for shards `1..shard_count`; shard 0 runs on the caller.
+pub struct ShardPool {
+    shard_count: usize,
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ShardPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardPool").field("shard_count", &self.shard_count).finish()
+    }
+}
+
+impl ShardPool {
+    /// Starts `shard_count - 1` worker threads (clamped to `1..=SHARD_COUNT_MAX`).
+    pub fn new(shard_count: usize) -> ShardPool {
+        let shard_count = shard_count.clamp(1, SHARD_COUNT_MAX);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                generation: 0,
+                job: None,
+                pending: 0,
+                panicked: false,
+                shutdown: false,
+            }),
+            start: Condvar::new(),
+            done: Condvar::new(),
+        });
+        let workers = (1..shard_count)
+            .map(|shard| {
+                let shared = Arc::clone(&shared);
+                std::thread::Builder::new()
+                    .name(format!("migratory-shard-{shard}"))
+                    .spawn(move || worker(&shared, shard))
+                    .expect("spawning a shard worker thread")
+            })
+            .collect();
+        ShardPool {
+            shard_count,
+            shared,
+            workers,
+        }
+    }
+
+    /// The number of shards jobs are split into.
+    pub fn shard_count(&self) -> usize {
+        self.shard_count
+    }
+
+    /// Runs `job(shard)` for every shard in `0..shard_count` and returns when all are done.
+    /// A panic in any shard is re-raised here after every shard has finished.
+    pub fn run<F: Fn(usize) + Sync>(&self, job: &F) {
+        if self.shard_count == 1 {
+            job(0);
+            return;
+        }
+        let job: &(dyn Fn(usize) + Sync + '_) = job;
+        // SAFETY: we only erase the lifetime; this function does not return until `pending`
+        // is back to zero, i.e. until no worker holds the pointer any more.
+        let ptr = JobPtr(unsafe {
+            std::mem::transmute::<*const (dyn Fn(usize) + Sync + '_), *const Job>(job as *const _)
+        });
+        {
+            let mut st = lock(&self.shared.state);
+            st.job = Some(ptr);
+            st.pending = self.shard_count - 1;
+            st.panicked = false;
+            st.generation += 1;
+        }
+        self.shared.start.notify_all();
+        let mine = panic::catch_unwind(AssertUnwindSafe(|| job(0)));
+        let mut st = lock(&self.shared.state);
+        while st.pending > 0 {
+            st = self.shared.done.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st.job = None;
+        let theirs = st.panicked;
+        drop(st);
+        if let Err(payload) = mine {
+            panic::resume_unwind(payload);
+        }
+        assert!(!theirs, "a shard worker panicked");
+    }
+}
+
+fn worker(shared: &Shared, shard: usize) {
+    let mut seen = 0u64;
+    loop {
+        let job = {
+            let mut st = lock(&shared.state);
+            while st.generation == seen && !st.shutdown {
+                st = shared.start.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            if st.shutdown {
+                return;
+            }
+            seen = st.generation;
+            st.job
+        };
+        let ok = match job {
+            // SAFETY: `run` keeps the job alive until this worker decrements `pending`.
+            Some(JobPtr(p)) => panic::catch_unwind(AssertUnwindSafe(|| unsafe { (*p)(shard) })).is_ok(),
+            None => true,
+        };
+        let mut st = lock(&shared.state);
+        if !ok {
+            st.panicked = true;
+        }
+        st.pending -= 1;
+        if st.pending == 0 {
+            shared.done.notify_one();
+        }
+    }
+}
+
+impl Drop for ShardPool {
+    fn drop(&mut self) {
+        lock(&self.shared.state).shutdown = true;
+        self.shared.start.notify_all();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+/// A slice that several shards write at once, each at indices no other shard touches.
+pub struct SharedSlice<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    _borrow: PhantomData<&'a mut [T]>,
+}
+
+impl<T> std::fmt::Debug for SharedSlice<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedSlice").field("len", &self.len).finish()
+    }
+}
+
+// SAFETY: access goes through the unsafe accessors, whose callers promise disjointness.
+unsafe impl<T: Send> Sync for SharedSlice<'_, T> {}
+unsafe impl<T: Send> Send for SharedSlice<'_, T> {}
+
+impl<'a, T> SharedSlice<'a, T> {
+    /// Wraps a slice for the duration of one pool job.
+    pub fn new(slice: &'a mut [T]) -> Self {
+        SharedSlice {
+            ptr: slice.as_mut_ptr(),
+            len: slice.len(),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// The element at `index`, mutably.
+    ///
+    /// # Safety
+    /// No other reference to this element may exist while the returned one lives: each
+    /// index must belong to exactly one shard.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn get_mut(&self, index: usize) -> &mut T {
+        assert!(index < self.len, "shared slice index {index} out of {}", self.len);
+        // SAFETY: in bounds, and the caller guarantees exclusive access.
+        unsafe { &mut *self.ptr.add(index) }
+    }
+
+    /// The sub-slice `range`, mutably.
+    ///
+    /// # Safety
+    /// The range must not overlap any other range or element handed out concurrently.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn range_mut(&self, range: std::ops::Range<usize>) -> &mut [T] {
+        assert!(range.start <= range.end && range.end <= self.len);
+        // SAFETY: in bounds, and the caller guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(range.start), range.end - range.start) }
+    }
+}
+
+/// The contiguous part of `0..len` that `shard` of `shard_count` owns.
+pub fn shard_range(len: usize, shard: usize, shard_count: usize) -> std::ops::Range<usize> {
+    (len * shard / shard_count)..(len * (shard + 1) / shard_count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn every_shard_runs_once_per_job() {
+        for n in [1, 2, 3, 7] {
+            let pool = ShardPool::new(n);
+            let mut out = vec![0usize; 100];
+            for round in 1..=20 {
+                let shared = SharedSlice::new(&mut out);
+                pool.run(&|s| {
+                    // SAFETY: shard ranges are disjoint.
+                    for v in unsafe { shared.range_mut(shard_range(100, s, n)) } {
+                        *v += s + 1;
+                    }
+                });
+                let _ = round;
+            }
+            for (i, v) in out.iter().enumerate() {
+                let owner = (0..n).find(|&s| shard_range(100, s, n).contains(&i)).unwrap();
+                assert_eq!(*v, 20 * (owner + 1));
+            }
+        }
+    }
+
+    #[test]
+    fn a_worker_panic_reaches_the_caller_and_the_pool_survives() {
+        let pool = ShardPool::new(3);
+        let r = panic::catch_unwind(AssertUnwindSafe(|| {
+            pool.run(&|s| {
+                if s == 2 {
+                    panic!("boom");
+                }
+            })
+        }));
+        assert!(r.is_err());
+        let count = AtomicUsize::new(0);
+        pool.run(&|_| {
+            count.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(count.load(Ordering::Relaxed), 3);
+    }
+}

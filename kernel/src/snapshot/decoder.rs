@@ -1,0 +1,211 @@
+//! Client-side snapshot decoder that keeps its recently decoded views, so a frame can be
+//! applied to whichever of them the server chose as its baseline.
+//!
+//! The server deltas against a view the client acknowledged, and acknowledgements lag
+//! behind the frames in flight, so the baseline is usually a few ticks old rather than
+//! the latest view. Keeping a ring of the last views covers that lag.
+
+use crate::snapshot::codec::{apply_frame, decode_header, DecodeError, FrameHeader};
+use crate::snapshot::ViewEntry;
+
+/// How many decoded views a [`ClientDecoder`] keeps.
+pub const DECODER_RING_LEN: usize = 32;
+
+/// Decodes frames against the views it decoded before.
+#[derive(Debug)]
+pub struct ClientDecoder {
+    /// (tick, view) pairs in no particular order, at most `DECODER_RING_LEN`.
+    slots: Vec<(u32, Vec<ViewEntry>)>,
+    /// Decode target. A frame is applied here first and swapped into a slot only on
+    /// success, so a bad frame leaves the stored views untouched; the swap hands the
+    /// evicted view's buffer back as the next target, so steady-state decoding does not
+    /// allocate.
+    scratch: Vec<ViewEntry>,
+}
+
+impl Default for ClientDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ClientDecoder {
+    /// A decoder holding no views; its first frame must be a full snapshot.
+    pub fn new() -> Self {
+        Self {
+            slots: Vec::with_capacity(DECODER_RING_LEN),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Decodes `frame` against its baseline (the empty view for a full snapshot, else
+    /// the stored view of its baseline tick), stores the result under the frame's tick
+    /// and returns it. A view already stored under that tick is replaced; otherwise,
+    /// when the ring is full, the view with the lowest tick is evicted. On error nothing
+    /// changes.
+    pub fn decode(&mut self, frame: &[u8]) -> Result<(FrameHeader, &[ViewEntry]), DecodeError> {
+        let header = decode_header(frame)?;
+        let baseline: &[ViewEntry] = match header.baseline_tick {
+            None => &[],
+            Some(baseline_tick) => self
+                .slots
+                .iter()
+                .find(|(tick, _)| *tick == baseline_tick)
+                .map(|(_, view)| view.as_slice())
+                .ok_or(DecodeError::BaselineMissing { baseline_tick })?,
+        };
+        apply_frame(frame, baseline, &mut self.scratch)?;
+
+        let index = match self.slots.iter().position(|(tick, _)| *tick == header.tick) {
+            Some(index) => index,
+            None if self.slots.len() < DECODER_RING_LEN => {
+                self.slots.push((header.tick, Vec::new()));
+                self.slots.len() - 1
+            }
+            None => self
+                .slots
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, (tick, _))| *tick)
+                .map_or(0, |(index, _)| index),
+        };
+        // `index` came from a search of, or a push onto, this non-empty Vec, so indexing
+        // cannot fail.
+        let slot = &mut self.slots[index];
+        slot.0 = header.tick;
+        std::mem::swap(&mut slot.1, &mut self.scratch);
+        Ok((header, slot.1.as_slice()))
+    }
+
+    /// The stored view decoded for `tick`, if still kept.
+    pub fn view(&self, tick: u32) -> Option<&[ViewEntry]> {
+        self.slots
+            .iter()
+            .find(|(t, _)| *t == tick)
+            .map(|(_, view)| view.as_slice())
+    }
+
+    /// The highest tick among the stored views.
+    pub fn newest_tick(&self) -> Option<u32> {
+        self.slots.iter().map(|(tick, _)| *tick).max()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::codec::encode_frame;
+
+    fn entry(id: u32, qx: u16) -> ViewEntry {
+        ViewEntry {
+            id,
+            qx,
+            qy: 7,
+            qvx: 1,
+            qvy: -1,
+            kind: 0,
+            pad: 0,
+        }
+    }
+
+    fn frame(
+        tick: u32,
+        baseline_tick: Option<u32>,
+        removed: &[u32],
+        updates: &[(Option<ViewEntry>, ViewEntry)],
+    ) -> Vec<u8> {
+        let header = FrameHeader {
+            tick,
+            baseline_tick,
+            avatar_id: 1,
+            score: tick,
+        };
+        let mut out = Vec::new();
+        encode_frame(&mut out, &header, removed, updates);
+        out
+    }
+
+    #[test]
+    fn decodes_against_any_stored_baseline() {
+        let mut dec = ClientDecoder::new();
+        assert_eq!(dec.newest_tick(), None);
+        let full = frame(1, None, &[], &[(None, entry(2, 10)), (None, entry(5, 20))]);
+        let (header, view) = dec.decode(&full).unwrap();
+        assert_eq!(header.tick, 1);
+        assert_eq!(view, [entry(2, 10), entry(5, 20)]);
+
+        let delta = frame(2, Some(1), &[2], &[(Some(entry(5, 20)), entry(5, 21))]);
+        assert_eq!(dec.decode(&delta).unwrap().1, [entry(5, 21)]);
+
+        // Tick 3 against the older baseline 1, as when tick 2's ack has not arrived.
+        let older = frame(
+            3,
+            Some(1),
+            &[],
+            &[(Some(entry(2, 10)), entry(2, 9)), (None, entry(8, 0))],
+        );
+        assert_eq!(
+            dec.decode(&older).unwrap().1,
+            [entry(2, 9), entry(5, 20), entry(8, 0)]
+        );
+
+        assert_eq!(dec.view(1), Some(&[entry(2, 10), entry(5, 20)][..]));
+        assert_eq!(dec.view(2), Some(&[entry(5, 21)][..]));
+        assert_eq!(dec.view(4), None);
+        assert_eq!(dec.newest_tick(), Some(3));
+    }
+
+    #[test]
+    fn errors_change_nothing() {
+        let mut dec = ClientDecoder::new();
+        let delta = frame(2, Some(1), &[], &[]);
+        assert_eq!(
+            dec.decode(&delta),
+            Err(DecodeError::BaselineMissing { baseline_tick: 1 })
+        );
+        assert_eq!(dec.newest_tick(), None);
+
+        dec.decode(&frame(1, None, &[], &[(None, entry(2, 10))]))
+            .unwrap();
+        // A valid frame whose removal names an id the baseline lacks.
+        let bad = frame(1, Some(1), &[3], &[]);
+        assert_eq!(dec.decode(&bad), Err(DecodeError::RemovedUnknown { id: 3 }));
+        let mut truncated = frame(2, Some(1), &[], &[(None, entry(4, 0))]);
+        truncated.pop();
+        assert!(matches!(
+            dec.decode(&truncated),
+            Err(DecodeError::Truncated { .. })
+        ));
+        assert_eq!(dec.view(1), Some(&[entry(2, 10)][..]));
+        assert_eq!(dec.view(2), None);
+        assert_eq!(dec.newest_tick(), Some(1));
+    }
+
+    #[test]
+    fn ring_evicts_lowest_tick() {
+        let mut dec = ClientDecoder::new();
+        dec.decode(&frame(100, None, &[], &[(None, entry(0, 0))]))
+            .unwrap();
+        for tick in 101..100 + DECODER_RING_LEN as u32 + 1 {
+            let prev = entry(0, (tick - 101) as u16);
+            let next = entry(0, (tick - 100) as u16);
+            let (_, view) = dec
+                .decode(&frame(tick, Some(tick - 1), &[], &[(Some(prev), next)]))
+                .unwrap();
+            assert_eq!(view, [next]);
+        }
+        let newest = 100 + DECODER_RING_LEN as u32;
+        assert_eq!(dec.newest_tick(), Some(newest));
+        assert_eq!(dec.view(100), None, "the oldest view is evicted");
+        assert!(dec.view(101).is_some());
+        assert_eq!(
+            dec.decode(&frame(newest + 1, Some(100), &[], &[])),
+            Err(DecodeError::BaselineMissing { baseline_tick: 100 })
+        );
+        // Re-decoding a stored tick replaces it in place rather than evicting another.
+        let again = frame(newest, Some(101), &[], &[]);
+        assert_eq!(dec.decode(&again).unwrap().1, [entry(0, 1)]);
+        assert!(dec.view(101).is_some());
+        assert_eq!(dec.view(newest), Some(&[entry(0, 1)][..]));
+    }
+}

@@ -1,0 +1,386 @@
+//! One client's snapshot stream: its baseline ring, token bucket and priorities, and the
+//! per-snapshot build that turns the world into that client's next frame.
+
+use super::codec::{self, FrameHeader, FRAME_HEADER_BYTES};
+use super::view::{ViewEntry, KIND_AVATAR, KIND_BOID};
+use crate::boids::{Avatar, Boid};
+use crate::grid::UniformGrid;
+
+/// Snapshots remembered per client as possible delta baselines.
+pub const BASELINE_RING_LEN: usize = 32;
+/// Most entities in one client's view; the nearest are kept when more are in range.
+pub const VIEW_ENTITIES_MAX: usize = 256;
+/// "No tick": an empty ring slot, or a client that has acked nothing.
+pub const NO_TICK: u32 = u32::MAX;
+/// Priority weight of the client's own avatar: it goes first whenever it changed.
+const OWN_AVATAR_WEIGHT: u32 = 1 << 16;
+
+/// An entity of the current interest set and the priority it has built up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[repr(C)]
+pub struct Interest {
+    pub id: u32,
+    pub priority: u32,
+}
+
+/// The snapshot state of one joined client. Everything here but `frame*` is world state:
+/// it decides future frames, so it is hashed (through `digest`) and checkpointed.
+#[derive(Clone, Debug)]
+pub(crate) struct ClientStream {
+    /// Token bucket, in bytes: refilled by the average budget per snapshot, capped at the
+    /// hard cap per snapshot; a frame never spends more than is in it.
+    pub tokens_bytes: u32,
+    pub ring_tick: [u32; BASELINE_RING_LEN],
+    pub ring_len: [u16; BASELINE_RING_LEN],
+    pub ring_digest: [[u8; 32]; BASELINE_RING_LEN],
+    /// `BASELINE_RING_LEN` regions of `VIEW_ENTITIES_MAX` entries, one per ring slot.
+    pub arena: Vec<ViewEntry>,
+    /// The last interest set, ascending by id, with accumulated priorities.
+    pub interest: Vec<Interest>,
+    /// blake3 of all of the above, refreshed by every build.
+    pub digest: [u8; 32],
+    /// The frame built at `frame_tick` (output, not state).
+    pub frame: Vec<u8>,
+    pub frame_tick: u32,
+    pub frame_digest: [u8; 32],
+}
+
+/// Borrowed world data a snapshot build reads.
+#[derive(Clone, Copy)]
+pub(crate) struct SnapshotContext<'a> {
+    pub tick: u32,
+    pub snapshot_interval_ticks: u32,
+    pub view_radius_mm: u32,
+    /// How far a boid can have moved since `grid` was built.
+    pub grid_slack_mm: u32,
+    pub budget_avg_bytes: u32,
+    pub budget_cap_bytes: u32,
+    pub boids: &'a [Boid],
+    pub grid: &'a UniformGrid,
+    pub avatars: &'a [Avatar],
+    pub avatar_grid: &'a UniformGrid,
+    pub boid_count: u32,
+}
+
+/// Per-shard scratch space, reused every build so warm ticks allocate nothing.
+#[derive(Debug, Default)]
+pub(crate) struct SnapshotScratch {
+    candidates: Vec<(u64, ViewEntry)>,
+    sendable: Vec<(u32, u32)>,
+    priority: Vec<u32>,
+    selected: Vec<bool>,
+    removals: Vec<u32>,
+    removed: Vec<u32>,
+    updates: Vec<(Option<ViewEntry>, ViewEntry)>,
+    interest: Vec<Interest>,
+}
+
+impl SnapshotScratch {
+    pub fn new() -> Self {
+        let n = VIEW_ENTITIES_MAX;
+        SnapshotScratch {
+            candidates: Vec::with_capacity(4 * n),
+            sendable: Vec::with_capacity(n),
+            priority: Vec::with_capacity(n),
+            selected: Vec::with_capacity(n),
+            removals: Vec::with_capacity(n),
+            removed: Vec::with_capacity(n),
+            updates: Vec::with_capacity(n),
+            interest: Vec::with_capacity(n),
+        }
+    }
+}
+
+fn ring_slot(tick: u32, interval: u32) -> usize {
+    (tick / interval) as usize % BASELINE_RING_LEN
+}
+
+fn view_bytes(view: &[ViewEntry]) -> &[u8] {
+    const _: () = assert!(std::mem::size_of::<ViewEntry>() == 12);
+    // SAFETY: ViewEntry is repr(C) plain old data with no padding (4+2+2+1+1+1+1 bytes).
+    unsafe { std::slice::from_raw_parts(view.as_ptr().cast::<u8>(), std::mem::size_of_val(view)) }
+}
+
+fn interest_bytes(list: &[Interest]) -> &[u8] {
+    // SAFETY: Interest is repr(C) with two u32 and no padding.
+    unsafe { std::slice::from_raw_parts(list.as_ptr().cast::<u8>(), std::mem::size_of_val(list)) }
+}
+
+/// The digest of one remembered view.
+pub(crate) fn view_digest(view: &[ViewEntry]) -> [u8; 32] {
+    *blake3::hash(view_bytes(view)).as_bytes()
+}
+
+impl ClientStream {
+    /// A fresh stream for a client that just joined: a full bucket, nothing remembered.
+    pub fn new(budget_cap_bytes: u32) -> ClientStream {
+        let mut s = ClientStream {
+            tokens_bytes: budget_cap_bytes,
+            ring_tick: [NO_TICK; BASELINE_RING_LEN],
+            ring_len: [0; BASELINE_RING_LEN],
+            ring_digest: [[0; 32]; BASELINE_RING_LEN],
+            arena: vec![ViewEntry::default(); BASELINE_RING_LEN * VIEW_ENTITIES_MAX],
+            interest: Vec::with_capacity(VIEW_ENTITIES_MAX),
+            digest: [0; 32],
+            frame: Vec::with_capacity(budget_cap_bytes as usize),
+            frame_tick: NO_TICK,
+            frame_digest: [0; 32],
+        };
+        s.refresh_digest();
+        s
+    }
+
+    /// The remembered view of snapshot `tick`, if it is still in the ring.
+    pub fn view(&self, tick: u32, interval: u32) -> Option<&[ViewEntry]> {
+        let k = ring_slot(tick, interval);
+        (self.ring_tick[k] == tick).then(|| {
+            let start = k * VIEW_ENTITIES_MAX;
+            &self.arena[start..start + self.ring_len[k] as usize]
+        })
+    }
+
+    /// Remembered (tick, view) pairs in ring order, for checkpoints.
+    pub fn remembered(&self) -> impl Iterator<Item = (u32, &[ViewEntry])> {
+        (0..BASELINE_RING_LEN).filter(|&k| self.ring_tick[k] != NO_TICK).map(|k| {
+            let start = k * VIEW_ENTITIES_MAX;
+            (self.ring_tick[k], &self.arena[start..start + self.ring_len[k] as usize])
+        })
+    }
+
+    /// Puts a remembered view back (checkpoint restore). Returns false if it does not fit.
+    pub fn remember(&mut self, tick: u32, interval: u32, view: &[ViewEntry]) -> bool {
+        if view.len() > VIEW_ENTITIES_MAX || tick == NO_TICK {
+            return false;
+        }
+        let k = ring_slot(tick, interval);
+        let start = k * VIEW_ENTITIES_MAX;
+        self.arena[start..start + view.len()].copy_from_slice(view);
+        self.ring_tick[k] = tick;
+        self.ring_len[k] = view.len() as u16;
+        self.ring_digest[k] = view_digest(view);
+        true
+    }
+
+    /// Recomputes `digest` from the state fields.
+    pub fn refresh_digest(&mut self) {
+        let mut h = blake3::Hasher::new();
+        h.update(b"MGSS");
+        h.update(&self.tokens_bytes.to_le_bytes());
+        for k in 0..BASELINE_RING_LEN {
+            h.update(&self.ring_tick[k].to_le_bytes());
+            if self.ring_tick[k] != NO_TICK {
+                h.update(&self.ring_len[k].to_le_bytes());
+                h.update(&self.ring_digest[k]);
+            }
+        }
+        h.update(&(self.interest.len() as u32).to_le_bytes());
+        h.update(interest_bytes(&self.interest));
+        self.digest = *h.finalize().as_bytes();
+    }
+
+    /// Builds this client's frame for `ctx.tick` into `self.frame` and advances the stream.
+    pub fn build(&mut self, ctx: &SnapshotContext<'_>, sc: &mut SnapshotScratch, own: &Avatar, acked_tick: u32, score: u32) {
+        let interval = ctx.snapshot_interval_ticks;
+        let own_id = ctx.boid_count + own.slot;
+
+        // 1. Interest: everything within the view radius of the avatar, nearest first when
+        // there is too much. The boid grid is a tick old, so widen its query by the slack.
+        let r = ctx.view_radius_mm as i64;
+        let r2 = (r * r) as u64;
+        let (px, py) = (own.x_mm as i64, own.y_mm as i64);
+        sc.candidates.clear();
+        let d2_of = |x: i32, y: i32| {
+            let (dx, dy) = (x as i64 - px, y as i64 - py);
+            (dx * dx + dy * dy) as u64
+        };
+        ctx.grid.for_each_near(own.x_mm, own.y_mm, (r + ctx.grid_slack_mm as i64) as i32, |id| {
+            let b = ctx.boids[id as usize];
+            let d2 = d2_of(b.x_mm, b.y_mm);
+            if d2 <= r2 {
+                sc.candidates.push((d2, ViewEntry::quantize(id, KIND_BOID, b.x_mm, b.y_mm, b.vx, b.vy)));
+            }
+        });
+        ctx.avatar_grid.for_each_near(own.x_mm, own.y_mm, r as i32, |a| {
+            let av = ctx.avatars[a as usize];
+            let id = ctx.boid_count + av.slot;
+            // The own avatar sorts first by distance whatever the rounding.
+            let d2 = if id == own_id { 0 } else { d2_of(av.x_mm, av.y_mm) };
+            if d2 <= r2 {
+                sc.candidates.push((d2, ViewEntry::quantize(id, KIND_AVATAR, av.x_mm, av.y_mm, av.vx, av.vy)));
+            }
+        });
+        if sc.candidates.len() > VIEW_ENTITIES_MAX {
+            sc.candidates.select_nth_unstable_by_key(VIEW_ENTITIES_MAX, |&(d2, e)| (d2, e.id));
+            sc.candidates.truncate(VIEW_ENTITIES_MAX);
+        }
+        sc.candidates.sort_unstable_by_key(|&(_, e)| e.id);
+
+        // 2. Baseline: the acked snapshot if the ring still has it (and it is younger than
+        // the ring, so its slot is not the one about to be written), else nothing.
+        let new_slot = ring_slot(ctx.tick, interval);
+        let age_max = BASELINE_RING_LEN as u32 * interval;
+        let baseline_slot = (acked_tick != NO_TICK && ctx.tick - acked_tick < age_max)
+            .then(|| ring_slot(acked_tick, interval))
+            .filter(|&k| self.ring_tick[k] == acked_tick);
+        // Snapshots older than the ack can never be a baseline again: forget them.
+        if acked_tick != NO_TICK {
+            for k in 0..BASELINE_RING_LEN {
+                if self.ring_tick[k] != NO_TICK && self.ring_tick[k] < acked_tick {
+                    self.ring_tick[k] = NO_TICK;
+                }
+            }
+        }
+        let (base_start, base_len) = match baseline_slot {
+            Some(k) => (k * VIEW_ENTITIES_MAX, self.ring_len[k] as usize),
+            None => (0, 0),
+        };
+        debug_assert!(baseline_slot != Some(new_slot));
+
+        // 3. Classify by merging interest, baseline and old priorities (all ascending).
+        sc.sendable.clear();
+        sc.removals.clear();
+        sc.selected.clear();
+        sc.selected.resize(sc.candidates.len(), false);
+        sc.priority.clear();
+        sc.priority.resize(sc.candidates.len(), 0);
+        {
+            let base = &self.arena[base_start..base_start + base_len];
+            let (mut bi, mut pi) = (0usize, 0usize);
+            for (ci, &(d2, e)) in sc.candidates.iter().enumerate() {
+                while bi < base.len() && base[bi].id < e.id {
+                    sc.removals.push(base[bi].id);
+                    bi += 1;
+                }
+                while pi < self.interest.len() && self.interest[pi].id < e.id {
+                    pi += 1;
+                }
+                let old_priority = match self.interest.get(pi) {
+                    Some(p) if p.id == e.id => p.priority,
+                    _ => 0,
+                };
+                let unchanged = bi < base.len() && base[bi].id == e.id && base[bi] == e;
+                if bi < base.len() && base[bi].id == e.id {
+                    bi += 1;
+                }
+                if !unchanged {
+                    let weight = if e.id == own_id {
+                        OWN_AVATAR_WEIGHT
+                    } else {
+                        1 + (15 * (r2 - d2) / r2.max(1)) as u32
+                    };
+                    let priority = old_priority.saturating_add(weight);
+                    sc.priority[ci] = priority;
+                    sc.sendable.push((priority, ci as u32));
+                }
+            }
+            sc.removals.extend(base[bi..].iter().map(|b| b.id));
+        }
+
+        // 4. Budget: refill the bucket, then take removals (oldest ids first) and updates
+        // (highest priority first) while their worst-case size still fits.
+        self.tokens_bytes = (self.tokens_bytes + ctx.budget_avg_bytes).min(ctx.budget_cap_bytes);
+        let budget_bytes = self.tokens_bytes as u64;
+        let fixed_bits = codec::ue_bits(VIEW_ENTITIES_MAX as u32, 3) as u64 * 2;
+        let avail_bits = (budget_bytes.saturating_sub(FRAME_HEADER_BYTES as u64) * 8).saturating_sub(fixed_bits);
+        let mut used_bits = 0u64;
+        sc.removed.clear();
+        for &id in &sc.removals {
+            let cost = codec::removal_bits_max(id) as u64;
+            if used_bits + cost <= avail_bits {
+                used_bits += cost;
+                sc.removed.push(id);
+            }
+        }
+        sc.sendable.sort_unstable_by_key(|&(p, ci)| (std::cmp::Reverse(p), ci));
+        {
+            let base = &self.arena[base_start..base_start + base_len];
+            for &(_, ci) in &sc.sendable {
+                let e = sc.candidates[ci as usize].1;
+                let old = base.binary_search_by_key(&e.id, |b| b.id).ok().map(|i| &base[i]);
+                let cost = codec::update_bits_max(e.id, old, &e) as u64;
+                if used_bits + cost <= avail_bits {
+                    used_bits += cost;
+                    sc.selected[ci as usize] = true;
+                }
+            }
+        }
+
+        // 5. Encode, ids ascending.
+        sc.updates.clear();
+        {
+            let base = &self.arena[base_start..base_start + base_len];
+            for (ci, &(_, e)) in sc.candidates.iter().enumerate() {
+                if sc.selected[ci] {
+                    let old = base.binary_search_by_key(&e.id, |b| b.id).ok().map(|i| base[i]);
+                    sc.updates.push((old, e));
+                }
+            }
+        }
+        let header = FrameHeader {
+            tick: ctx.tick,
+            baseline_tick: baseline_slot.map(|_| acked_tick),
+            avatar_id: own_id,
+            score,
+        };
+        codec::encode_frame(&mut self.frame, &header, &sc.removed, &sc.updates);
+        assert!(
+            self.frame.len() as u64 <= budget_bytes,
+            "snapshot of {} bytes over its budget of {budget_bytes}",
+            self.frame.len()
+        );
+        self.tokens_bytes -= self.frame.len() as u32;
+        self.frame_tick = ctx.tick;
+        self.frame_digest = *blake3::hash(&self.frame).as_bytes();
+
+        // 6. Remember what the client will hold after this frame: the baseline without the
+        // removed ids, with the updates applied.
+        let new_start = new_slot * VIEW_ENTITIES_MAX;
+        let new_len = {
+            let (base, new): (&[ViewEntry], &mut [ViewEntry]) = if base_len == 0 {
+                (&[], &mut self.arena[new_start..new_start + VIEW_ENTITIES_MAX])
+            } else if base_start < new_start {
+                let (a, b) = self.arena.split_at_mut(new_start);
+                (&a[base_start..base_start + base_len], &mut b[..VIEW_ENTITIES_MAX])
+            } else {
+                let (a, b) = self.arena.split_at_mut(base_start);
+                (&b[..base_len], &mut a[new_start..new_start + VIEW_ENTITIES_MAX])
+            };
+            let (mut bi, mut ui, mut ri, mut n) = (0, 0, 0, 0);
+            while bi < base.len() || ui < sc.updates.len() {
+                let bid = base.get(bi).map_or(u32::MAX, |b| b.id);
+                let uid = sc.updates.get(ui).map_or(u32::MAX, |u| u.1.id);
+                if uid <= bid {
+                    new[n] = sc.updates[ui].1;
+                    n += 1;
+                    ui += 1;
+                    if uid == bid {
+                        bi += 1;
+                    }
+                } else {
+                    while ri < sc.removed.len() && sc.removed[ri] < bid {
+                        ri += 1;
+                    }
+                    if sc.removed.get(ri) != Some(&bid) {
+                        new[n] = base[bi];
+                        n += 1;
+                    }
+                    bi += 1;
+                }
+            }
+            n
+        };
+        self.ring_tick[new_slot] = ctx.tick;
+        self.ring_len[new_slot] = new_len as u16;
+        self.ring_digest[new_slot] = view_digest(&self.arena[new_start..new_start + new_len]);
+
+        // 7. Priorities: what was sent or did not change starts again from zero.
+        sc.interest.clear();
+        for (ci, &(_, e)) in sc.candidates.iter().enumerate() {
+            let priority = if sc.selected[ci] { 0 } else { sc.priority[ci] };
+            sc.interest.push(Interest { id: e.id, priority });
+        }
+        std::mem::swap(&mut self.interest, &mut sc.interest);
+        self.refresh_digest();
+    }
+}

@@ -1,0 +1,748 @@
+//! The world state and `World::step`: inputs in, the next tick's state root and client
+//! frames out.
+//!
+//! A step runs in phases. Serial: rebuild the boid grid, apply the tick's inputs in
+//! canonical order (joins, steering, casts, acks, leaves), move avatars. Sharded: every
+//! boid's next state from the previous tick (double-buffered). Sharded again: hash the
+//! state in fixed chunks and build the client frames (client slot % shard count). Serial:
+//! fold the chunk hashes into the state root and collect the frames.
+
+use std::sync::Arc;
+
+use crate::boids::{self, Avatar, Boid, Neighbourhood};
+use crate::config::{ConfigError, WorldConfig};
+use crate::grid::UniformGrid;
+use crate::hash::{self, ChunkKind, BOIDS_PER_CHUNK, PLAYERS_PER_CHUNK, STREAMS_PER_CHUNK};
+use crate::input::{name_is_valid, Input, Rejections, TickInputs, NAME_BYTES_MAX, THROTTLE_MAX};
+use crate::pool::{shard_range, SharedSlice, ShardPool};
+use crate::rng;
+use crate::snapshot::stream::{ClientStream, SnapshotContext, SnapshotScratch, NO_TICK};
+use crate::snapshot::ViewEntry;
+use crate::terrain::{Terrain, TerrainError};
+use crate::zones::Zones;
+use crate::KERNEL_RULES_VERSION;
+use thiserror::Error;
+
+/// A world that cannot be built.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum WorldError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Terrain(#[from] TerrainError),
+}
+
+/// One client slot. A free slot is all zeros, so it hashes the same however it was freed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct Player {
+    pub active: bool,
+    pub client: u32,
+    pub name_len: u8,
+    pub name: [u8; NAME_BYTES_MAX],
+    pub x_mm: i32,
+    pub y_mm: i32,
+    pub vx: i32,
+    pub vy: i32,
+    pub dir_x: i16,
+    pub dir_y: i16,
+    pub throttle: u8,
+    pub score: u32,
+    /// The highest steer/cast sequence number applied.
+    pub last_seq: u32,
+    /// The newest snapshot tick the client acked (`u32::MAX`: none yet).
+    pub acked_tick: u32,
+    /// The first tick at which the next cast may happen.
+    pub cast_ready_tick: u32,
+}
+
+impl Player {
+    /// The player's name.
+    pub fn name(&self) -> &str {
+        std::str::from_utf8(&self.name[..self.name_len as usize]).unwrap_or("")
+    }
+
+    /// The canonical 80-byte little-endian record hashed for this slot.
+    pub fn to_le_bytes(&self) -> [u8; 80] {
+        let mut b = [0u8; 80];
+        b[0] = self.active as u8;
+        b[1] = self.name_len;
+        b[4..8].copy_from_slice(&self.client.to_le_bytes());
+        b[8..40].copy_from_slice(&self.name);
+        for (i, v) in [self.x_mm, self.y_mm, self.vx, self.vy].iter().enumerate() {
+            b[40 + 4 * i..44 + 4 * i].copy_from_slice(&v.to_le_bytes());
+        }
+        b[56..58].copy_from_slice(&self.dir_x.to_le_bytes());
+        b[58..60].copy_from_slice(&self.dir_y.to_le_bytes());
+        b[60] = self.throttle;
+        for (i, v) in [self.score, self.last_seq, self.acked_tick, self.cast_ready_tick]
+            .iter()
+            .enumerate()
+        {
+            b[64 + 4 * i..68 + 4 * i].copy_from_slice(&v.to_le_bytes());
+        }
+        b
+    }
+}
+
+/// What a cast input came to this tick.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CastStats {
+    /// Casts made inside a hunting field and off cooldown.
+    pub made: u32,
+    /// Boids caught by them (each respawns elsewhere).
+    pub caught: u32,
+    /// Casts outside every hunting field (nothing happens).
+    pub outside_field: u32,
+    /// Casts before the cooldown ran out (nothing happens).
+    pub cooling: u32,
+}
+
+/// A join that took effect: the client's slot and avatar entity id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Joined {
+    pub client: u32,
+    pub slot: u32,
+    pub avatar_id: u32,
+}
+
+/// Where one client's frame sits in `TickOutput::frame_bytes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameRef {
+    pub client: u32,
+    pub slot: u32,
+    start: u32,
+    len: u32,
+}
+
+/// One client's encoded snapshot for this tick.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientFrame<'a> {
+    pub client: u32,
+    pub slot: u32,
+    pub bytes: &'a [u8],
+}
+
+/// Everything one step produces. Reused by the world from tick to tick.
+#[derive(Clone, Debug, Default)]
+pub struct TickOutput {
+    pub tick: u32,
+    /// Root over the whole state after this tick.
+    pub state_root: [u8; 32],
+    /// Root over this tick's client frames (all zeros off snapshot ticks... see `frames_root_of`).
+    pub frames_root: [u8; 32],
+    pub rejected: Rejections,
+    pub casts: CastStats,
+    pub joined: Vec<Joined>,
+    pub left: Vec<u32>,
+    frames: Vec<FrameRef>,
+    frame_bytes: Vec<u8>,
+}
+
+impl TickOutput {
+    /// This tick's client frames, by slot.
+    pub fn frames(&self) -> impl ExactSizeIterator<Item = ClientFrame<'_>> + '_ {
+        self.frames.iter().map(|f| ClientFrame {
+            client: f.client,
+            slot: f.slot,
+            bytes: &self.frame_bytes[f.start as usize..(f.start + f.len) as usize],
+        })
+    }
+
+    /// The frame for one client, if it got one this tick.
+    pub fn frame_for(&self, client: u32) -> Option<&[u8]> {
+        self.frames().find(|f| f.client == client).map(|f| f.bytes)
+    }
+
+    /// Number of frames this tick.
+    pub fn frame_count(&self) -> usize {
+        self.frames.len()
+    }
+}
+
+/// Scratch one shard owns during a step.
+#[derive(Debug, Default)]
+struct ShardScratch {
+    snapshot: SnapshotScratch,
+}
+
+/// The world: state, derived indexes, the shard pool and reusable buffers.
+pub struct World {
+    pub(crate) config: WorldConfig,
+    pub(crate) config_hash: [u8; 32],
+    pub(crate) terrain: Arc<Terrain>,
+    pub(crate) zones: Zones,
+    pub(crate) tick: u32,
+    pub(crate) boids: Vec<Boid>,
+    pub(crate) players: Vec<Player>,
+    /// (client id, slot), ascending by client id.
+    pub(crate) clients: Vec<(u32, u32)>,
+    pub(crate) streams: Vec<Option<Box<ClientStream>>>,
+    // Derived from the state above, never hashed or checkpointed.
+    boids_next: Vec<Boid>,
+    grid: UniformGrid,
+    sorted_boids: Vec<Boid>,
+    avatars: Vec<Avatar>,
+    avatar_grid: UniformGrid,
+    pool: ShardPool,
+    scratch: Vec<ShardScratch>,
+    input_order: Vec<u32>,
+    caught: Vec<u32>,
+    leaves: Vec<[u8; 32]>,
+    output: TickOutput,
+    #[cfg(feature = "fault-injection")]
+    fault: Option<(u32, u32)>,
+}
+
+impl std::fmt::Debug for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("World")
+            .field("tick", &self.tick)
+            .field("boids", &self.boids.len())
+            .field("clients", &self.clients.len())
+            .field("shards", &self.pool.shard_count())
+            .finish_non_exhaustive()
+    }
+}
+
+impl World {
+    /// A world at tick 0 with generated terrain, stepping on `shard_count` shards.
+    pub fn new(config: WorldConfig, shard_count: usize) -> Result<World, WorldError> {
+        config.validate()?;
+        let terrain = Arc::new(Terrain::generate(&config)?);
+        World::with_terrain(config, terrain, shard_count)
+    }
+
+    /// A world at tick 0 on the given terrain (which must match the config's grid).
+    pub fn with_terrain(config: WorldConfig, terrain: Arc<Terrain>, shard_count: usize) -> Result<World, WorldError> {
+        let mut world = World::empty(config, terrain, shard_count)?;
+        let cfg = &world.config;
+        for id in 0..cfg.boid_count {
+            let bits = rng::draw(cfg.seed, 0, id, rng::STREAM_SPAWN);
+            world.boids[id as usize] = spawn_boid(&world.terrain, cfg, bits);
+        }
+        world.rehash();
+        Ok(world)
+    }
+
+    /// A world with every boid at the origin: the base for a checkpoint restore.
+    pub(crate) fn empty(config: WorldConfig, terrain: Arc<Terrain>, shard_count: usize) -> Result<World, WorldError> {
+        config.validate()?;
+        if terrain.cells() != config.terrain_grid_cells || terrain.cell_size_mm() != config.terrain_cell_size_mm {
+            return Err(TerrainError::GridMismatch {
+                expected: config.terrain_grid_cells,
+                actual: terrain.cells(),
+            }
+            .into());
+        }
+        let zones = Zones::place(&config, &terrain);
+        let boids = vec![Boid::default(); config.boid_count as usize];
+        let slots = config.client_slots_max as usize;
+        let f = &config.flocking;
+        let pool = ShardPool::new(shard_count);
+        let shards = pool.shard_count();
+        let counts = hash::chunk_counts(boids.len(), slots);
+        Ok(World {
+            config_hash: config.content_hash(),
+            grid: UniformGrid::new(config.world_size_mm, f.neighbour_radius_mm),
+            avatar_grid: UniformGrid::new(config.world_size_mm, f.flee_radius_mm.max(config.view_radius_mm / 4).max(1000)),
+            boids_next: boids.clone(),
+            sorted_boids: boids.clone(),
+            boids,
+            players: vec![Player::default(); slots],
+            clients: Vec::with_capacity(slots),
+            streams: (0..slots).map(|_| None).collect(),
+            avatars: Vec::with_capacity(slots),
+            pool,
+            scratch: (0..shards)
+                .map(|_| ShardScratch {
+                    snapshot: SnapshotScratch::new(),
+                })
+                .collect(),
+            input_order: Vec::with_capacity(1024),
+            caught: Vec::with_capacity(64),
+            leaves: vec![[0; 32]; counts.iter().sum()],
+            output: TickOutput {
+                frames: Vec::with_capacity(slots),
+                ..TickOutput::default()
+            },
+            tick: 0,
+            terrain,
+            zones,
+            config,
+            #[cfg(feature = "fault-injection")]
+            fault: None,
+        })
+    }
+
+    /// The config the world was built from.
+    pub fn config(&self) -> &WorldConfig {
+        &self.config
+    }
+
+    /// The terrain.
+    pub fn terrain(&self) -> &Arc<Terrain> {
+        &self.terrain
+    }
+
+    /// The town and hunting fields.
+    pub fn zones(&self) -> &Zones {
+        &self.zones
+    }
+
+    /// The last tick produced (0 before the first step).
+    pub fn tick(&self) -> u32 {
+        self.tick
+    }
+
+    /// Shards the step runs on.
+    pub fn shard_count(&self) -> usize {
+        self.pool.shard_count()
+    }
+
+    /// All boids, by id.
+    pub fn boids(&self) -> &[Boid] {
+        &self.boids
+    }
+
+    /// All player slots.
+    pub fn players(&self) -> &[Player] {
+        &self.players
+    }
+
+    /// The slot of a joined client.
+    pub fn slot_of(&self, client: u32) -> Option<u32> {
+        self.clients
+            .binary_search_by_key(&client, |&(c, _)| c)
+            .ok()
+            .map(|i| self.clients[i].1)
+    }
+
+    /// The entity id of a slot's avatar.
+    pub fn avatar_id(&self, slot: u32) -> u32 {
+        self.config.boid_count + slot
+    }
+
+    /// The output of the last step (or of construction: tick 0 with its root).
+    pub fn output(&self) -> &TickOutput {
+        &self.output
+    }
+
+    /// The state root after the last tick.
+    pub fn state_root(&self) -> [u8; 32] {
+        self.output.state_root
+    }
+
+    /// The leaf hashes behind the state root, in tree order (see `hash`).
+    pub fn chunk_hashes(&self) -> &[[u8; 32]] {
+        &self.leaves
+    }
+
+    /// The view a client will hold once it has decoded its snapshot of `tick` (while the
+    /// server still remembers it): the reference the decoder property test compares with.
+    pub fn client_view(&self, client: u32, tick: u32) -> Option<&[ViewEntry]> {
+        let slot = self.slot_of(client)?;
+        self.streams[slot as usize]
+            .as_ref()?
+            .view(tick, self.config.snapshot_interval_ticks)
+    }
+
+    /// Makes the next step at `tick` nudge boid `entity` by one millimetre: a deliberate
+    /// divergence for testing the tools that find divergences.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_fault(&mut self, tick: u32, entity: u32) {
+        self.fault = Some((tick, entity));
+    }
+
+    /// Advances one tick with the given inputs.
+    pub fn step(&mut self, inputs: &TickInputs) -> &TickOutput {
+        let tick = self.tick + 1;
+        let out = &mut self.output;
+        out.tick = tick;
+        out.rejected = Rejections::default();
+        out.casts = CastStats::default();
+        out.joined.clear();
+        out.left.clear();
+        out.frames.clear();
+        out.frame_bytes.clear();
+
+        self.rebuild_grid();
+        self.apply_inputs(tick, inputs);
+        self.move_avatars();
+
+        // Sharded: every boid's next state, reading only the previous tick.
+        {
+            let shards = self.pool.shard_count();
+            let n = self.boids.len();
+            let hood = Neighbourhood {
+                flocking: &self.config.flocking,
+                world_size_mm: self.config.world_size_mm as i32,
+                seed: self.config.seed,
+                tick,
+                terrain: &self.terrain,
+                grid: &self.grid,
+                sorted: &self.sorted_boids,
+                avatar_grid: &self.avatar_grid,
+                avatars: &self.avatars,
+            };
+            let prev = &self.boids;
+            let next = SharedSlice::new(&mut self.boids_next);
+            self.pool.run(&|s| {
+                let range = shard_range(n, s, shards);
+                // SAFETY: shard ranges are disjoint.
+                let out = unsafe { next.range_mut(range.clone()) };
+                for (o, i) in out.iter_mut().zip(range) {
+                    *o = hood.next(i as u32, prev[i]);
+                }
+            });
+        }
+        std::mem::swap(&mut self.boids, &mut self.boids_next);
+        self.tick = tick;
+        #[cfg(feature = "fault-injection")]
+        if let Some((t, e)) = self.fault {
+            if t == tick {
+                if let Some(b) = self.boids.get_mut(e as usize) {
+                    b.x_mm = (b.x_mm + 1).min(self.config.world_size_mm as i32 - 1);
+                }
+            }
+        }
+
+        self.hash_and_snapshot(tick % self.config.snapshot_interval_ticks == 0);
+        &self.output
+    }
+
+    fn rebuild_grid(&mut self) {
+        let boids = &self.boids;
+        self.grid.rebuild(boids.len(), |i| (boids[i].x_mm, boids[i].y_mm));
+        for (k, &id) in self.grid.order().iter().enumerate() {
+            self.sorted_boids[k] = boids[id as usize];
+        }
+    }
+
+    fn apply_inputs(&mut self, tick: u32, inputs: &TickInputs) {
+        let list = &inputs.inputs;
+        self.input_order.clear();
+        self.input_order.extend(0..list.len() as u32);
+        self.input_order
+            .sort_unstable_by(|&a, &b| list[a as usize].canonical_cmp(&list[b as usize]));
+        let mut grid_dirty = false;
+        for k in 0..self.input_order.len() {
+            let input = &list[self.input_order[k] as usize];
+            grid_dirty |= self.apply_input(tick, input);
+        }
+        if grid_dirty {
+            self.rebuild_grid();
+        }
+    }
+
+    /// Applies one input; returns true when boids moved (a cast caught some).
+    fn apply_input(&mut self, tick: u32, input: &Input) -> bool {
+        let rejected = &mut self.output.rejected;
+        let found = self.clients.binary_search_by_key(&input.client(), |&(c, _)| c);
+        if let Input::Join { client, name } = input {
+            if found.is_ok() {
+                rejected.duplicate_join += 1;
+            } else if !name_is_valid(name) {
+                rejected.name_invalid += 1;
+            } else if let Some(slot) = self.players.iter().position(|p| !p.active) {
+                self.join(tick, *client, name, slot as u32, found.unwrap_err());
+            } else {
+                rejected.slots_full += 1;
+            }
+            return false;
+        }
+        let Ok(index) = found else {
+            rejected.unknown_client += 1;
+            return false;
+        };
+        let slot = self.clients[index].1 as usize;
+        let player = &mut self.players[slot];
+        match *input {
+            Input::Join { .. } => unreachable!("handled above"),
+            Input::Steer { seq, dir_x, dir_y, throttle, .. } => {
+                if seq <= player.last_seq {
+                    rejected.stale_seq += 1;
+                } else if throttle > THROTTLE_MAX || (throttle > 0 && dir_x == 0 && dir_y == 0) {
+                    rejected.out_of_range += 1;
+                } else {
+                    player.last_seq = seq;
+                    player.dir_x = dir_x;
+                    player.dir_y = dir_y;
+                    player.throttle = throttle;
+                }
+            }
+            Input::Cast { seq, .. } => {
+                if seq <= player.last_seq {
+                    rejected.stale_seq += 1;
+                } else {
+                    player.last_seq = seq;
+                    return self.cast(tick, slot);
+                }
+            }
+            Input::Ack { tick: acked, .. } => {
+                // A client can only have received snapshots of ticks already produced.
+                if acked >= tick {
+                    rejected.ack_from_future += 1;
+                } else if player.acked_tick == NO_TICK || acked > player.acked_tick {
+                    player.acked_tick = acked;
+                }
+            }
+            Input::Leave { client } => {
+                self.players[slot] = Player::default();
+                self.streams[slot] = None;
+                self.clients.remove(index);
+                self.output.left.push(client);
+            }
+        }
+        false
+    }
+
+    fn join(&mut self, tick: u32, client: u32, name: &str, slot: u32, index: usize) {
+        let cfg = &self.config;
+        let town = self.zones.town;
+        let bits = rng::draw(cfg.seed, tick, client, rng::STREAM_JOIN);
+        let half = (town.radius_mm / 2).max(1);
+        let mut x = town.x_mm + rng::symmetric(bits, half);
+        let mut y = town.y_mm + rng::symmetric(bits.rotate_left(32), half);
+        let limit = cfg.world_size_mm as i32 - 1;
+        (x, y) = (x.clamp(0, limit), y.clamp(0, limit));
+        if self.terrain.is_water(x, y) {
+            (x, y) = (town.x_mm, town.y_mm);
+        }
+        let mut p = Player {
+            active: true,
+            client,
+            name_len: name.len() as u8,
+            x_mm: x,
+            y_mm: y,
+            acked_tick: NO_TICK,
+            ..Player::default()
+        };
+        p.name[..name.len()].copy_from_slice(name.as_bytes());
+        self.players[slot as usize] = p;
+        self.streams[slot as usize] = Some(Box::new(ClientStream::new(cfg.snapshot_budget_cap_bytes())));
+        self.clients.insert(index, (client, slot));
+        self.output.joined.push(Joined {
+            client,
+            slot,
+            avatar_id: cfg.boid_count + slot,
+        });
+    }
+
+    /// Resolves a cast by the player in `slot`: inside a hunting field and off cooldown,
+    /// every boid within the cast radius is caught, scored and respawned.
+    fn cast(&mut self, tick: u32, slot: usize) -> bool {
+        let cfg = &self.config;
+        let p = self.players[slot];
+        let casts = &mut self.output.casts;
+        if tick < p.cast_ready_tick {
+            casts.cooling += 1;
+            return false;
+        }
+        if self.zones.hunting_field_at(p.x_mm, p.y_mm).is_none() {
+            casts.outside_field += 1;
+            return false;
+        }
+        casts.made += 1;
+        let r = cfg.player.cast_radius_mm as i64;
+        self.caught.clear();
+        let boids = &self.boids;
+        let caught = &mut self.caught;
+        self.grid.for_each_near(p.x_mm, p.y_mm, r as i32, |id| {
+            let b = boids[id as usize];
+            let (dx, dy) = (b.x_mm as i64 - p.x_mm as i64, b.y_mm as i64 - p.y_mm as i64);
+            if dx * dx + dy * dy <= r * r {
+                caught.push(id);
+            }
+        });
+        // Grid order is cell by cell; respawn in id order so the result reads naturally.
+        self.caught.sort_unstable();
+        for &id in &self.caught {
+            let bits = rng::draw(cfg.seed, tick, id, rng::STREAM_SPAWN);
+            self.boids[id as usize] = spawn_boid(&self.terrain, cfg, bits);
+        }
+        let n = self.caught.len() as u32;
+        let player = &mut self.players[slot];
+        player.score = player.score.saturating_add(n);
+        player.cast_ready_tick = tick.saturating_add(cfg.player.cast_cooldown_ticks);
+        self.output.casts.caught += n;
+        n > 0
+    }
+
+    /// Moves every avatar towards its steering target, then indexes them for this tick.
+    fn move_avatars(&mut self) {
+        let pc = &self.config.player;
+        let size = self.config.world_size_mm as i32;
+        self.avatars.clear();
+        for (slot, p) in self.players.iter_mut().enumerate() {
+            if !p.active {
+                continue;
+            }
+            let smax = pc.speed_max_mm_per_tick as i64;
+            let (tx, ty) = if p.throttle == 0 {
+                (0, 0)
+            } else {
+                let (dx, dy) = (p.dir_x as i64, p.dir_y as i64);
+                let len = rng::isqrt((dx * dx + dy * dy) as u64).max(1) as i64;
+                let s = smax * p.throttle as i64 / THROTTLE_MAX as i64;
+                (dx * s / len, dy * s / len)
+            };
+            let (mut ax, mut ay) = (tx - p.vx as i64, ty - p.vy as i64);
+            let a = rng::isqrt((ax * ax + ay * ay) as u64) as i64;
+            let amax = pc.accel_mm_per_tick as i64;
+            if a > amax {
+                (ax, ay) = (ax * amax / a, ay * amax / a);
+            }
+            let (vx, vy) = ((p.vx as i64 + ax) as i32, (p.vy as i64 + ay) as i32);
+            let (x, y) = boids::move_blocked(&self.terrain, size, p.x_mm, p.y_mm, vx, vy);
+            // A blocked axis stops the avatar on that axis.
+            p.vx = if x == p.x_mm + vx { vx } else { 0 };
+            p.vy = if y == p.y_mm + vy { vy } else { 0 };
+            (p.x_mm, p.y_mm) = (x, y);
+            self.avatars.push(Avatar {
+                slot: slot as u32,
+                x_mm: x,
+                y_mm: y,
+                vx: p.vx,
+                vy: p.vy,
+            });
+        }
+        let avatars = &self.avatars;
+        self.avatar_grid
+            .rebuild(avatars.len(), |i| (avatars[i].x_mm, avatars[i].y_mm));
+    }
+
+    /// Sharded: leaf hashes of boids and players, and client frames on snapshot ticks.
+    /// Serial: stream leaves, the state root, the frames and their root.
+    fn hash_and_snapshot(&mut self, snapshot_tick: bool) {
+        let shards = self.pool.shard_count();
+        let counts = hash::chunk_counts(self.boids.len(), self.players.len());
+        let (boid_leaves, rest) = self.leaves.split_at_mut(counts[0]);
+        let (player_leaves, stream_leaves) = rest.split_at_mut(counts[1]);
+        {
+            let cfg = &self.config;
+            let ctx = SnapshotContext {
+                tick: self.tick,
+                snapshot_interval_ticks: cfg.snapshot_interval_ticks,
+                view_radius_mm: cfg.view_radius_mm,
+                grid_slack_mm: cfg.flocking.speed_max_mm_per_tick,
+                budget_avg_bytes: cfg.snapshot_budget_avg_bytes(),
+                budget_cap_bytes: cfg.snapshot_budget_cap_bytes(),
+                boids: &self.boids,
+                grid: &self.grid,
+                avatars: &self.avatars,
+                avatar_grid: &self.avatar_grid,
+                boid_count: cfg.boid_count,
+            };
+            let boids = &self.boids;
+            let players = &self.players;
+            let avatars = &self.avatars;
+            let boid_leaves = SharedSlice::new(boid_leaves);
+            let player_leaves = SharedSlice::new(player_leaves);
+            let streams = SharedSlice::new(&mut self.streams);
+            let scratch = SharedSlice::new(&mut self.scratch);
+            self.pool.run(&|s| {
+                for c in (s..counts[0]).step_by(shards) {
+                    let items = &boids[c * BOIDS_PER_CHUNK..((c + 1) * BOIDS_PER_CHUNK).min(boids.len())];
+                    // SAFETY: chunk c belongs to shard c % shards alone.
+                    unsafe { *boid_leaves.get_mut(c) = hash::boid_chunk(c as u32, items) };
+                }
+                for c in (s..counts[1]).step_by(shards) {
+                    let mut h = hash::leaf_hasher(ChunkKind::Players, c as u32);
+                    for p in &players[c * PLAYERS_PER_CHUNK..((c + 1) * PLAYERS_PER_CHUNK).min(players.len())] {
+                        h.update(&p.to_le_bytes());
+                    }
+                    // SAFETY: chunk c belongs to shard c % shards alone.
+                    unsafe { *player_leaves.get_mut(c) = *h.finalize().as_bytes() };
+                }
+                if snapshot_tick {
+                    // SAFETY: scratch s belongs to shard s alone.
+                    let sc = unsafe { scratch.get_mut(s) };
+                    for a in avatars.iter().filter(|a| a.slot as usize % shards == s) {
+                        // SAFETY: slot a.slot belongs to shard slot % shards alone.
+                        let stream = unsafe { streams.get_mut(a.slot as usize) };
+                        if let Some(stream) = stream.as_deref_mut() {
+                            let p = &players[a.slot as usize];
+                            stream.build(&ctx, &mut sc.snapshot, a, p.acked_tick, p.score);
+                        }
+                    }
+                }
+            });
+        }
+        for (c, leaf) in stream_leaves.iter_mut().enumerate() {
+            let mut h = hash::leaf_hasher(ChunkKind::Streams, c as u32);
+            let end = ((c + 1) * STREAMS_PER_CHUNK).min(self.streams.len());
+            for s in &self.streams[c * STREAMS_PER_CHUNK..end] {
+                h.update(s.as_ref().map_or(&[0u8; 32], |s| &s.digest));
+            }
+            *leaf = *h.finalize().as_bytes();
+        }
+        let out = &mut self.output;
+        out.state_root = hash::root(
+            KERNEL_RULES_VERSION,
+            self.tick,
+            &self.config_hash,
+            &self.terrain.content_hash(),
+            &self.leaves,
+        );
+        let mut fh = blake3::Hasher::new();
+        fh.update(b"MGFR");
+        fh.update(&self.tick.to_le_bytes());
+        if snapshot_tick {
+            for a in &self.avatars {
+                let Some(stream) = self.streams[a.slot as usize].as_deref() else {
+                    continue;
+                };
+                let client = self.players[a.slot as usize].client;
+                out.frames.push(FrameRef {
+                    client,
+                    slot: a.slot,
+                    start: out.frame_bytes.len() as u32,
+                    len: stream.frame.len() as u32,
+                });
+                out.frame_bytes.extend_from_slice(&stream.frame);
+                fh.update(&client.to_le_bytes());
+                fh.update(&(stream.frame.len() as u32).to_le_bytes());
+                fh.update(&stream.frame_digest);
+            }
+        }
+        out.frames_root = *fh.finalize().as_bytes();
+    }
+
+    /// Recomputes every leaf and the root from the state (after construction or restore).
+    pub(crate) fn rehash(&mut self) {
+        self.rebuild_grid();
+        self.avatars.clear();
+        for (slot, p) in self.players.iter().enumerate().filter(|(_, p)| p.active) {
+            self.avatars.push(Avatar {
+                slot: slot as u32,
+                x_mm: p.x_mm,
+                y_mm: p.y_mm,
+                vx: p.vx,
+                vy: p.vy,
+            });
+        }
+        let avatars = &self.avatars;
+        self.avatar_grid
+            .rebuild(avatars.len(), |i| (avatars[i].x_mm, avatars[i].y_mm));
+        self.output.tick = self.tick;
+        self.output.frames.clear();
+        self.output.frame_bytes.clear();
+        self.hash_and_snapshot(false);
+    }
+}
+
+/// A boid at a random land point, moving at the minimum speed in a random direction.
+fn spawn_boid(terrain: &Terrain, cfg: &WorldConfig, bits: u64) -> Boid {
+    let (x_mm, y_mm) = terrain.spawn_point(bits);
+    let dir = rng::draw(bits, 0, 0, rng::STREAM_SPAWN);
+    let s = cfg.flocking.speed_min_mm_per_tick.max(1) as i64;
+    let (dx, dy) = (rng::symmetric(dir, 1024) as i64, rng::symmetric(dir.rotate_left(32), 1024) as i64);
+    let len = rng::isqrt((dx * dx + dy * dy) as u64).max(1) as i64;
+    Boid {
+        x_mm,
+        y_mm,
+        vx: (dx * s / len) as i32,
+        vy: (dy * s / len) as i32,
+    }
+}

@@ -1,0 +1,70 @@
+//! Warm ticks allocate nothing, on one shard and on four: a counting global allocator
+//! sees every allocation of every thread while the step runs.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use migratory_kernel::scripted::{Script, ScriptConfig};
+use migratory_kernel::{TickInputs, World, WorldConfig};
+
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations_in_warm_ticks(shards: usize) -> (u64, usize) {
+    let config = WorldConfig { boid_count: 3_000, ..WorldConfig::default() };
+    let mut world = World::new(config, shards).unwrap();
+    let mut script = Script::new(ScriptConfig { clients: 24, join_spread_ticks: 30, ..ScriptConfig::default() });
+    let mut inputs = TickInputs::default();
+    let mut last = world.output().clone();
+    let mut frames = 0;
+    for tick in 0..400 {
+        script.next_inputs(&world, &last, &mut inputs);
+        let measured = tick >= 200;
+        COUNTING.store(measured, Ordering::SeqCst);
+        let out = world.step(&inputs);
+        COUNTING.store(false, Ordering::SeqCst);
+        if measured {
+            frames += out.frame_count();
+        }
+        last.clone_from(out);
+    }
+    (ALLOCATIONS.load(Ordering::SeqCst), frames)
+}
+
+#[test]
+fn warm_ticks_allocate_nothing_on_one_and_four_shards() {
+    // One test, so the two measurements never overlap.
+    for shards in [1, 4] {
+        ALLOCATIONS.store(0, Ordering::SeqCst);
+        let (allocations, frames) = allocations_in_warm_ticks(shards);
+        assert!(frames > 1_000, "the warm ticks must build frames ({frames})");
+        assert_eq!(allocations, 0, "{shards} shard(s): {allocations} allocations in 200 warm ticks");
+    }
+}

@@ -1,0 +1,169 @@
+//! Property tests: shard counts, checkpoints and hash coverage.
+
+use super::{assert_same_run, run, small_config};
+use migratory_kernel::checkpoint;
+use migratory_kernel::scripted::{Script, ScriptConfig};
+use migratory_kernel::{Input, TickInputs, World};
+use proptest::prelude::*;
+
+/// Arbitrary inputs, valid and not: few client ids so that they collide, ticks that
+/// may lie in the future, names that may be too long, throttles out of range.
+fn any_input() -> impl Strategy<Value = Input> {
+    let client = 0u32..10;
+    prop_oneof![
+        2 => (client.clone(), "[a-z]{0,3}|[\\PC]{30,40}|\u{7}x").prop_map(|(client, name)| Input::Join { client, name }),
+        6 => (client.clone(), 0u32..40, any::<i16>(), any::<i16>(), 0u8..=120)
+            .prop_map(|(client, seq, dir_x, dir_y, throttle)| Input::Steer { client, seq, dir_x, dir_y, throttle }),
+        2 => (client.clone(), 0u32..40).prop_map(|(client, seq)| Input::Cast { client, seq }),
+        3 => (client.clone(), 0u32..400).prop_map(|(client, tick)| Input::Ack { client, tick }),
+        1 => client.prop_map(|client| Input::Leave { client }),
+    ]
+}
+
+fn any_stream(ticks: usize) -> impl Strategy<Value = Vec<Vec<Input>>> {
+    proptest::collection::vec(proptest::collection::vec(any_input(), 0..4), ticks)
+}
+
+/// A stream of valid inputs from scripted bots, with their ack lags and drops.
+fn scripted_stream(seed: u64, ticks: usize, clients: u32) -> Vec<Vec<Input>> {
+    let mut world = World::new(small_config(seed), 1).unwrap();
+    let mut script = Script::new(ScriptConfig {
+        seed,
+        clients,
+        join_spread_ticks: 20,
+        churn_per_mille_per_s: 150,
+        ..ScriptConfig::default()
+    });
+    let mut inputs = TickInputs::default();
+    let mut last = world.output().clone();
+    let mut stream = Vec::with_capacity(ticks);
+    for _ in 0..ticks {
+        script.next_inputs(&world, &last, &mut inputs);
+        stream.push(inputs.inputs.clone());
+        last.clone_from(world.step(&inputs));
+    }
+    stream
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_shard_count_gives_the_same_roots_and_frames(seed in 0u64..1_000, stream in any_stream(240)) {
+        let mut world = World::new(small_config(seed), 1).unwrap();
+        let expected = run(&mut world, &stream);
+        for shards in [2, 3, 4, 7] {
+            let mut world = World::new(small_config(seed), shards).unwrap();
+            let actual = run(&mut world, &stream);
+            assert_same_run(seed, &format!("{shards} shards vs 1"), &expected, &actual);
+        }
+    }
+
+    #[test]
+    fn scripted_sessions_agree_across_shard_counts(seed in 0u64..1_000) {
+        let stream = scripted_stream(seed, 300, 6);
+        let mut world = World::new(small_config(seed), 1).unwrap();
+        let expected = run(&mut world, &stream);
+        prop_assert!(expected.iter().any(|r| !r.2.is_empty()), "no frames were produced");
+        for shards in [2, 3, 4, 7] {
+            let mut world = World::new(small_config(seed), shards).unwrap();
+            assert_same_run(seed, &format!("{shards} shards vs 1"), &expected, &run(&mut world, &stream));
+        }
+    }
+
+    #[test]
+    fn checkpoint_restore_changes_nothing(seed in 0u64..1_000, at in 1usize..250, shards in 1usize..5) {
+        let stream = scripted_stream(seed, 300, 5);
+        let mut world = World::new(small_config(seed), 1).unwrap();
+        let expected = run(&mut world, &stream);
+        let mut first = World::new(small_config(seed), 1).unwrap();
+        run(&mut first, &stream[..at]);
+        let bytes = checkpoint::save(&first);
+        let mut restored = checkpoint::restore(&bytes, shards).unwrap();
+        prop_assert_eq!(restored.tick() as usize, at);
+        prop_assert_eq!(restored.state_root(), expected[at - 1].0, "restored root differs at tick {}", at);
+        let rest = run(&mut restored, &stream[at..]);
+        assert_same_run(seed, &format!("restored at tick {at} on {shards} shards"), &expected[at..], &rest);
+    }
+
+    #[test]
+    fn changing_one_accepted_input_changes_the_root_at_that_tick(seed in 0u64..1_000, pick in any::<u64>(), how in 0u8..3) {
+        let stream = scripted_stream(seed, 200, 5);
+        let mut world = World::new(small_config(seed), 1).unwrap();
+        let expected = run(&mut world, &stream);
+        let positions: Vec<(usize, usize)> = stream.iter().enumerate()
+            .flat_map(|(t, ins)| (0..ins.len()).map(move |i| (t, i))).collect();
+        prop_assume!(!positions.is_empty());
+        let (t, i) = positions[(pick % positions.len() as u64) as usize];
+        let mut changed = stream.clone();
+        match (&mut changed[t][i], how) {
+            (Input::Steer { throttle, .. }, 0) => *throttle = if *throttle == 0 { 1 } else { *throttle - 1 },
+            (Input::Steer { dir_x, .. }, 1) => *dir_x = dir_x.wrapping_add(1),
+            (Input::Join { name, .. }, 0 | 1) => name.push('!'),
+            _ => { changed[t].remove(i); }
+        }
+        let mut world = World::new(small_config(seed), 1).unwrap();
+        let actual = run(&mut world, &changed);
+        prop_assert_eq!(&expected[..t], &actual[..t]);
+        prop_assert_ne!(expected[t].0, actual[t].0, "seed {}: changing input {} of tick {} left the root unchanged", seed, i, t + 1);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Wide-open values on one shard: nothing panics, rejections are counted.
+    #[test]
+    fn no_input_stream_makes_the_step_panic(
+        seed in any::<u64>(),
+        stream in proptest::collection::vec(proptest::collection::vec(
+            prop_oneof![
+                any::<(u32, String)>().prop_map(|(client, name)| Input::Join { client: client % 16, name }),
+                any::<(u32, u32, i16, i16, u8)>().prop_map(|(c, seq, dir_x, dir_y, throttle)| Input::Steer { client: c % 16, seq, dir_x, dir_y, throttle }),
+                any::<(u32, u32)>().prop_map(|(c, seq)| Input::Cast { client: c % 16, seq }),
+                any::<(u32, u32)>().prop_map(|(c, tick)| Input::Ack { client: c % 16, tick }),
+                any::<u32>().prop_map(|c| Input::Leave { client: c % 16 }),
+            ], 0..12), 60)
+    ) {
+        let mut world = World::new(small_config(seed), 1).unwrap();
+        let mut rejected = 0;
+        for inputs in &stream {
+            rejected += world.step(&TickInputs { inputs: inputs.clone() }).rejected.total();
+        }
+        let total: usize = stream.iter().map(Vec::len).sum();
+        prop_assert!(rejected as usize <= total);
+    }
+}
+
+#[test]
+fn delivery_order_does_not_matter() {
+    let stream = scripted_stream(5, 150, 6);
+    let mut world = World::new(small_config(5), 1).unwrap();
+    let expected = run(&mut world, &stream);
+    let reversed: Vec<Vec<Input>> = stream.iter().map(|t| t.iter().rev().cloned().collect()).collect();
+    let mut world = World::new(small_config(5), 2).unwrap();
+    assert_same_run(5, "reversed delivery", &expected, &run(&mut world, &reversed));
+}
+
+#[test]
+fn bad_checkpoints_are_clear_errors() {
+    let mut world = World::new(small_config(3), 1).unwrap();
+    run(&mut world, &scripted_stream(3, 30, 3));
+    let bytes = checkpoint::save(&world);
+    let err = |b: &[u8]| checkpoint::restore(b, 1).map(|_| ()).unwrap_err();
+    assert!(matches!(err(b"nope, not a checkpoint at all.........................................."), checkpoint::CheckpointError::BadMagic { .. }));
+    assert!(matches!(err(&bytes[..40]), checkpoint::CheckpointError::Corrupted { .. }));
+    let mut old = bytes.clone();
+    old[4] = 0;
+    assert!(matches!(err(&old), checkpoint::CheckpointError::UpgradeRequired { found: 0, .. }));
+    let mut new = bytes.clone();
+    new[4] = 9;
+    assert!(matches!(err(&new), checkpoint::CheckpointError::UnsupportedVersion { found: 9, .. }));
+    for at in [60, bytes.len() / 2, bytes.len() - 1] {
+        let mut flipped = bytes.clone();
+        flipped[at] ^= 0x40;
+        assert!(matches!(err(&flipped), checkpoint::CheckpointError::Corrupted { .. }), "flip at {at}");
+    }
+    assert!(matches!(err(&bytes[..bytes.len() - 1]), checkpoint::CheckpointError::Corrupted { .. }));
+    checkpoint::restore(&bytes, 3).unwrap();
+}

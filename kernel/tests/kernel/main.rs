@@ -1,0 +1,65 @@
+//! Kernel tests: determinism across shard counts, checkpoints, hash coverage, game rules,
+//! snapshot budgets and decoding, and golden roots.
+
+mod behaviour;
+mod determinism;
+mod golden;
+mod snapshots;
+
+use migratory_kernel::{Input, TickInputs, World, WorldConfig};
+
+/// A small, dense world that steps in tens of microseconds.
+pub fn small_config(seed: u64) -> WorldConfig {
+    WorldConfig {
+        seed,
+        world_size_mm: 192_000,
+        terrain_grid_cells: 192,
+        terrain_cell_size_mm: 1_000,
+        hunting_field_count: 2,
+        hunting_field_radius_mm: 20_000,
+        town_radius_mm: 15_000,
+        boid_count: 600,
+        view_radius_mm: 30_000,
+        client_slots_max: 8,
+        ..WorldConfig::default()
+    }
+}
+
+/// Steps `world` through `stream` (inputs per tick), returning every tick's
+/// (state root, frames root, frames as (client, bytes)).
+pub type TickRecord = ([u8; 32], [u8; 32], Vec<(u32, Vec<u8>)>);
+
+pub fn run(world: &mut World, stream: &[Vec<Input>]) -> Vec<TickRecord> {
+    let mut records = Vec::with_capacity(stream.len());
+    for inputs in stream {
+        let out = world.step(&TickInputs { inputs: inputs.clone() });
+        records.push((
+            out.state_root,
+            out.frames_root,
+            out.frames().map(|f| (f.client, f.bytes.to_vec())).collect(),
+        ));
+    }
+    records
+}
+
+/// Panics naming the seed and first divergent tick when two runs differ.
+pub fn assert_same_run(seed: u64, label: &str, expected: &[TickRecord], actual: &[TickRecord]) {
+    assert_eq!(expected.len(), actual.len());
+    for (i, (e, a)) in expected.iter().zip(actual).enumerate() {
+        if e != a {
+            let what = if e.0 != a.0 {
+                "state root"
+            } else if e.1 != a.1 {
+                "frames root"
+            } else {
+                "frames"
+            };
+            panic!(
+                "seed {seed}: {label} diverged at tick {} ({what}): expected {}, actual {}",
+                i + 1,
+                migratory_kernel::hash::hex(&e.0),
+                migratory_kernel::hash::hex(&a.0)
+            );
+        }
+    }
+}

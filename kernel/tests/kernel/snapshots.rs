@@ -1,0 +1,152 @@
+//! Snapshots: budgets, priorities, baselines, and decoding against the server's view.
+
+use super::small_config;
+use migratory_kernel::snapshot::codec::decode_header;
+use migratory_kernel::snapshot::ClientDecoder;
+use migratory_kernel::{rng, Input, TickInputs, World, WorldConfig};
+use proptest::prelude::*;
+
+fn dense(seed: u64) -> WorldConfig {
+    WorldConfig { boid_count: 5_000, view_radius_mm: 40_000, ..small_config(seed) }
+}
+
+fn joins(n: u32) -> Vec<Input> {
+    (1..=n).map(|client| Input::Join { client, name: format!("c{client}") }).collect()
+}
+
+#[test]
+fn the_hard_cap_is_never_exceeded_and_the_average_holds() {
+    let config = dense(8);
+    let cap = config.snapshot_budget_cap_bytes() as usize;
+    let per_s = (config.tick_rate_hz / config.snapshot_interval_ticks) as usize;
+    let mut world = World::new(config.clone(), 2).unwrap();
+    let mut sizes: Vec<Vec<usize>> = vec![Vec::new(); 9];
+    let mut inputs = joins(8);
+    for tick in 1..=1_200u32 {
+        let out = world.step(&TickInputs { inputs: std::mem::take(&mut inputs) });
+        for f in out.frames() {
+            assert!(f.bytes.len() <= cap, "frame of {} bytes over the cap {cap}", f.bytes.len());
+            sizes[f.client as usize].push(f.bytes.len());
+            // Ack at once: small deltas, so the budget is the limit only at first.
+            inputs.push(Input::Ack { client: f.client, tick });
+        }
+    }
+    for (client, s) in sizes.iter().enumerate().skip(1) {
+        for window in s.windows(per_s) {
+            let total: usize = window.iter().sum();
+            assert!(total <= config.downstream_cap_bytes_per_s as usize, "client {client}: {total} B in one second");
+        }
+        let mean_bps = s.iter().sum::<usize>() * per_s / s.len();
+        assert!(mean_bps <= config.downstream_avg_bytes_per_s as usize + 100, "client {client}: mean {mean_bps} B/s");
+    }
+}
+
+#[test]
+fn entities_left_out_are_sent_later_not_never() {
+    // A budget so small that only part of the view fits each snapshot.
+    let config = WorldConfig { downstream_avg_bytes_per_s: 2_000, downstream_cap_bytes_per_s: 2_000, ..dense(9) };
+    let mut world = World::new(config, 1).unwrap();
+    let mut decoder = ClientDecoder::new();
+    let mut inputs = joins(1);
+    let mut last_sent: std::collections::BTreeMap<u32, u32> = Default::default();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut worst_gap = 0;
+    let mut snapshots = 0;
+    for tick in 1..=900u32 {
+        let out = world.step(&TickInputs { inputs: std::mem::take(&mut inputs) });
+        let Some(bytes) = out.frame_for(1).map(<[u8]>::to_vec) else { continue };
+        snapshots += 1;
+        let before: Vec<_> = decoder.newest_tick().and_then(|t| decoder.view(t)).map(<[_]>::to_vec).unwrap_or_default();
+        let (_, view) = decoder.decode(&bytes).unwrap();
+        // Only entities that stay in view count: one that left and came back starts afresh.
+        last_sent.retain(|id, _| view.binary_search_by_key(id, |e| e.id).is_ok());
+        for e in view {
+            let changed = before.iter().find(|b| b.id == e.id) != Some(e);
+            seen.insert(e.id);
+            let since = last_sent.entry(e.id).or_insert(tick);
+            if changed {
+                worst_gap = worst_gap.max(tick - *since);
+                *since = tick;
+            }
+        }
+        inputs.push(Input::Ack { client: 1, tick });
+    }
+    assert!(snapshots > 250);
+    assert!(seen.len() > 40, "view too small to test: {}", seen.len());
+    // Boids move every tick, so an entity that stayed unsent for long was starved.
+    assert!(worst_gap > 3, "budget was not tight ({worst_gap})");
+    // Far entities gain priority slower than near ones (1 vs 16 a snapshot), so they wait
+    // longer, but they do get their turn: without accumulation they would wait forever.
+    assert!(worst_gap <= 150, "an entity waited {worst_gap} ticks for an update");
+}
+
+#[test]
+fn a_long_ack_gap_gets_a_full_snapshot() {
+    let config = dense(10);
+    let interval = config.snapshot_interval_ticks;
+    let mut world = World::new(config, 1).unwrap();
+    world.step(&TickInputs { inputs: joins(1) });
+    let mut acked = 0;
+    let mut last_baseline = None;
+    for _ in 0..30 {
+        let out = world.step(&TickInputs { inputs: if acked > 0 { vec![Input::Ack { client: 1, tick: acked }] } else { vec![] } });
+        if let Some(f) = out.frame_for(1) {
+            last_baseline = decode_header(f).unwrap().baseline_tick;
+            acked = out.tick;
+        }
+    }
+    assert!(last_baseline.is_some(), "a prompt acker gets deltas");
+    let stale = acked;
+    // 40 snapshots without an ack, then an ack of the old tick: older than the ring.
+    for _ in 0..40 * interval {
+        world.step(&TickInputs::default());
+    }
+    let mut full = None;
+    for _ in 0..interval {
+        let out = world.step(&TickInputs { inputs: vec![Input::Ack { client: 1, tick: stale }] });
+        if let Some(f) = out.frame_for(1) {
+            full = Some(decode_header(f).unwrap());
+        }
+    }
+    assert_eq!(full.unwrap().baseline_tick, None, "expected a full snapshot");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// Clients with random lags and drop rates decode every frame they receive into exactly
+    /// the view the server remembers sending.
+    #[test]
+    fn decoded_views_equal_the_servers_view(seed in any::<u64>(), lags in proptest::collection::vec((0u32..40, 0u32..500), 3), shards in 1usize..4) {
+        let mut world = World::new(dense(seed), shards).unwrap();
+        let n = lags.len() as u32;
+        let mut decoders: Vec<ClientDecoder> = (0..n).map(|_| ClientDecoder::new()).collect();
+        let mut pending: Vec<(u32, u32, u32)> = Vec::new(); // (due, client, tick)
+        let mut inputs = joins(n);
+        let mut decoded = 0;
+        for tick in 1..=400u32 {
+            let out = world.step(&TickInputs { inputs: std::mem::take(&mut inputs) }).clone();
+            for f in out.frames() {
+                let (lag, drop) = lags[f.client as usize - 1];
+                if rng::below(rng::draw(seed, tick, f.client, 99), 1000) < drop {
+                    continue;
+                }
+                let (header, view) = decoders[f.client as usize - 1].decode(f.bytes).unwrap();
+                prop_assert_eq!(header.tick, tick);
+                let server = world.client_view(f.client, tick).unwrap();
+                prop_assert_eq!(view, server, "client {} tick {}", f.client, tick);
+                decoded += 1;
+                pending.push((tick + lag, f.client, tick));
+            }
+            pending.retain(|&(due, client, t)| {
+                if due <= tick {
+                    inputs.push(Input::Ack { client, tick: t });
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        prop_assert!(decoded > 0);
+    }
+}
