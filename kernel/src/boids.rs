@@ -9,8 +9,7 @@ use crate::rng;
 use crate::terrain::Terrain;
 
 /// A boid: position in millimetres, velocity in millimetres per tick.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[repr(C)]
 pub struct Boid {
     pub x_mm: i32,
@@ -72,7 +71,17 @@ impl Neighbourhood<'_> {
         let cols = self.grid.cols();
         let (mut count, mut sum_dx, mut sum_dy, mut sum_vx, mut sum_vy) = (0i64, 0i64, 0i64, 0i64, 0i64);
         let (mut sep_x, mut sep_y) = (0i64, 0i64);
-        const CELLS: [(i32, i32); 9] = [(0, 0), (-1, -1), (0, -1), (1, -1), (-1, 0), (1, 0), (-1, 1), (0, 1), (1, 1)];
+        const CELLS: [(i32, i32); 9] = [
+            (0, 0),
+            (-1, -1),
+            (0, -1),
+            (1, -1),
+            (-1, 0),
+            (1, 0),
+            (-1, 1),
+            (0, 1),
+            (1, 1),
+        ];
         'cells: for (ox, oy) in CELLS {
             let (x, y) = (cx + ox, cy + oy);
             if x < 0 || y < 0 || x >= cols || y >= cols {
@@ -105,12 +114,12 @@ impl Neighbourhood<'_> {
         }
         let (mut ax, mut ay) = (0i64, 0i64);
         if count > 0 {
-            ax += (sum_dx / count) * f.cohesion_weight as i64 >> 14;
-            ay += (sum_dy / count) * f.cohesion_weight as i64 >> 14;
-            ax += (sum_vx / count - b.vx as i64) * f.alignment_weight as i64 >> 10;
-            ay += (sum_vy / count - b.vy as i64) * f.alignment_weight as i64 >> 10;
-            ax += sep_x * f.separation_weight as i64 >> 14;
-            ay += sep_y * f.separation_weight as i64 >> 14;
+            ax += ((sum_dx / count) * f.cohesion_weight as i64) >> 14;
+            ay += ((sum_dy / count) * f.cohesion_weight as i64) >> 14;
+            ax += ((sum_vx / count - b.vx as i64) * f.alignment_weight as i64) >> 10;
+            ay += ((sum_vy / count - b.vy as i64) * f.alignment_weight as i64) >> 10;
+            ax += (sep_x * f.separation_weight as i64) >> 14;
+            ay += (sep_y * f.separation_weight as i64) >> 14;
         }
 
         // Flee: away from every avatar within the flee radius, harder the closer it is.
@@ -128,8 +137,8 @@ impl Neighbourhood<'_> {
                     fy += uy * (fr - d) / fr;
                 }
             });
-            ax += fx * 2 * amax * f.flee_weight as i64 >> 18;
-            ay += fy * 2 * amax * f.flee_weight as i64 >> 18;
+            ax += (fx * 2 * amax * f.flee_weight as i64) >> 18;
+            ay += (fy * 2 * amax * f.flee_weight as i64) >> 18;
         }
 
         // Terrain: look ahead along the velocity; if that cell is water or steep, steer
@@ -145,8 +154,8 @@ impl Neighbourhood<'_> {
                 (e[0] as i64, e[1] as i64)
             };
             let (tx, ty) = with_length(ex, ey, 2 * amax);
-            ax += tx * f.terrain_avoid_weight as i64 >> 8;
-            ay += ty * f.terrain_avoid_weight as i64 >> 8;
+            ax += (tx * f.terrain_avoid_weight as i64) >> 8;
+            ay += (ty * f.terrain_avoid_weight as i64) >> 8;
         }
 
         // Edges: push inwards, proportionally to how deep into the margin the boid is.
@@ -185,21 +194,37 @@ impl Neighbourhood<'_> {
         if s > smax {
             (vx, vy) = with_length(vx, vy, smax);
         } else if s < smin {
-            (vx, vy) = if s == 0 { (smin, 0) } else { with_length(vx, vy, smin) };
+            (vx, vy) = if s == 0 {
+                (smin, 0)
+            } else {
+                with_length(vx, vy, smin)
+            };
         }
         let (vx, vy) = (vx as i32, vy as i32);
         let (x, y) = move_blocked(self.terrain, self.world_size_mm, b.x_mm, b.y_mm, vx, vy);
         // A blocked axis reflects the velocity, so the boid turns away next tick.
         let vx = if x == b.x_mm + vx { vx } else { -vx };
         let vy = if y == b.y_mm + vy { vy } else { -vy };
-        Boid { x_mm: x, y_mm: y, vx, vy }
+        Boid {
+            x_mm: x,
+            y_mm: y,
+            vx,
+            vy,
+        }
     }
 }
 
 /// Moves (x, y) by (vx, vy) but never into water or out of the world: the full move if
 /// it lands on dry ground, else the x-only or y-only move, else no move at all.
 #[inline]
-pub(crate) fn move_blocked(terrain: &Terrain, world_size_mm: i32, x: i32, y: i32, vx: i32, vy: i32) -> (i32, i32) {
+pub(crate) fn move_blocked(
+    terrain: &Terrain,
+    world_size_mm: i32,
+    x: i32,
+    y: i32,
+    vx: i32,
+    vy: i32,
+) -> (i32, i32) {
     let limit = world_size_mm - 1;
     let nx = (x + vx).clamp(0, limit);
     let ny = (y + vy).clamp(0, limit);

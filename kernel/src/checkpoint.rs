@@ -80,7 +80,9 @@ struct CheckpointState {
 }
 
 fn corrupted(reason: impl Into<String>) -> CheckpointError {
-    CheckpointError::Corrupted { reason: reason.into() }
+    CheckpointError::Corrupted {
+        reason: reason.into(),
+    }
 }
 
 /// Serializes the world's state.
@@ -100,7 +102,10 @@ pub fn save(world: &World) -> Vec<u8> {
                 let s = s.as_ref()?;
                 let mut views: Vec<RememberedView> = s
                     .remembered()
-                    .map(|(tick, v)| RememberedView { tick, entries: v.to_vec() })
+                    .map(|(tick, v)| RememberedView {
+                        tick,
+                        entries: v.to_vec(),
+                    })
                     .collect();
                 views.sort_by_key(|v| v.tick);
                 let _ = interval;
@@ -113,7 +118,8 @@ pub fn save(world: &World) -> Vec<u8> {
             })
             .collect(),
     };
-    let payload = rkyv::to_bytes::<rancor::Error>(&state).expect("serializing plain data into memory cannot fail");
+    let payload =
+        rkyv::to_bytes::<rancor::Error>(&state).expect("serializing plain data into memory cannot fail");
     let mut out = Vec::with_capacity(HEADER_BYTES + payload.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
@@ -133,7 +139,11 @@ pub fn restore(bytes: &[u8], shard_count: usize) -> Result<World, CheckpointErro
 }
 
 /// Restores a world onto caller-supplied terrain, which must be the one it was saved with.
-pub fn restore_with_terrain(bytes: &[u8], terrain: Arc<Terrain>, shard_count: usize) -> Result<World, CheckpointError> {
+pub fn restore_with_terrain(
+    bytes: &[u8],
+    terrain: Arc<Terrain>,
+    shard_count: usize,
+) -> Result<World, CheckpointError> {
     build(decode(bytes)?, terrain, shard_count)
 }
 
@@ -145,9 +155,14 @@ pub fn peek_config(bytes: &[u8]) -> Result<WorldConfig, CheckpointError> {
 fn decode(bytes: &[u8]) -> Result<CheckpointState, CheckpointError> {
     if bytes.len() < HEADER_BYTES {
         if bytes.len() >= 4 && &bytes[..4] != MAGIC {
-            return Err(CheckpointError::BadMagic { found: bytes[..4].try_into().unwrap_or([0; 4]) });
+            return Err(CheckpointError::BadMagic {
+                found: bytes[..4].try_into().unwrap_or([0; 4]),
+            });
         }
-        return Err(corrupted(format!("{} bytes is shorter than the {HEADER_BYTES}-byte header", bytes.len())));
+        return Err(corrupted(format!(
+            "{} bytes is shorter than the {HEADER_BYTES}-byte header",
+            bytes.len()
+        )));
     }
     let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or([0; 4]));
     let magic: [u8; 4] = bytes[..4].try_into().unwrap_or([0; 4]);
@@ -156,19 +171,31 @@ fn decode(bytes: &[u8]) -> Result<CheckpointState, CheckpointError> {
     }
     let version = word(4);
     if version < CHECKPOINT_VERSION {
-        return Err(CheckpointError::UpgradeRequired { found: version, supported: CHECKPOINT_VERSION });
+        return Err(CheckpointError::UpgradeRequired {
+            found: version,
+            supported: CHECKPOINT_VERSION,
+        });
     }
     if version > CHECKPOINT_VERSION {
-        return Err(CheckpointError::UnsupportedVersion { found: version, supported: CHECKPOINT_VERSION });
+        return Err(CheckpointError::UnsupportedVersion {
+            found: version,
+            supported: CHECKPOINT_VERSION,
+        });
     }
     let rules = word(8);
     if rules != KERNEL_RULES_VERSION {
-        return Err(CheckpointError::RulesMismatch { found: rules, supported: KERNEL_RULES_VERSION });
+        return Err(CheckpointError::RulesMismatch {
+            found: rules,
+            supported: KERNEL_RULES_VERSION,
+        });
     }
     let len = u64::from_le_bytes(bytes[16..24].try_into().unwrap_or([0; 8]));
     let payload = &bytes[HEADER_BYTES..];
     if payload.len() as u64 != len {
-        return Err(corrupted(format!("payload is {} bytes, header says {len}", payload.len())));
+        return Err(corrupted(format!(
+            "payload is {} bytes, header says {len}",
+            payload.len()
+        )));
     }
     if blake3::hash(payload).as_bytes() != &bytes[24..56] {
         return Err(corrupted("payload checksum mismatch"));
@@ -176,23 +203,40 @@ fn decode(bytes: &[u8]) -> Result<CheckpointState, CheckpointError> {
     // rkyv needs its archive aligned; the caller's slice may not be.
     let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(payload.len());
     aligned.extend_from_slice(payload);
-    rkyv::from_bytes::<CheckpointState, rancor::Error>(&aligned).map_err(|e| corrupted(format!("archive invalid: {e}")))
+    rkyv::from_bytes::<CheckpointState, rancor::Error>(&aligned)
+        .map_err(|e| corrupted(format!("archive invalid: {e}")))
 }
 
-fn build(state: CheckpointState, terrain: Arc<Terrain>, shard_count: usize) -> Result<World, CheckpointError> {
+fn build(
+    state: CheckpointState,
+    terrain: Arc<Terrain>,
+    shard_count: usize,
+) -> Result<World, CheckpointError> {
     if terrain.content_hash() != state.terrain_hash {
         return Err(CheckpointError::TerrainMismatch);
     }
     let mut world = World::empty(state.config, terrain, shard_count)?;
     let cfg = world.config.clone();
     if state.boids.len() != cfg.boid_count as usize {
-        return Err(corrupted(format!("{} boids, config says {}", state.boids.len(), cfg.boid_count)));
+        return Err(corrupted(format!(
+            "{} boids, config says {}",
+            state.boids.len(),
+            cfg.boid_count
+        )));
     }
     if state.players.len() != cfg.client_slots_max as usize {
-        return Err(corrupted(format!("{} player slots, config says {}", state.players.len(), cfg.client_slots_max)));
+        return Err(corrupted(format!(
+            "{} player slots, config says {}",
+            state.players.len(),
+            cfg.client_slots_max
+        )));
     }
     let limit = cfg.world_size_mm as i32;
-    if let Some(b) = state.boids.iter().position(|b| !(0..limit).contains(&b.x_mm) || !(0..limit).contains(&b.y_mm)) {
+    if let Some(b) = state
+        .boids
+        .iter()
+        .position(|b| !(0..limit).contains(&b.x_mm) || !(0..limit).contains(&b.y_mm))
+    {
         return Err(corrupted(format!("boid {b} lies outside the world")));
     }
     world.tick = state.tick;
@@ -200,7 +244,10 @@ fn build(state: CheckpointState, terrain: Arc<Terrain>, shard_count: usize) -> R
     world.players = state.players;
     for (slot, p) in world.players.iter().enumerate() {
         if p.active {
-            if !(0..limit).contains(&p.x_mm) || !(0..limit).contains(&p.y_mm) || p.name_len as usize > p.name.len() {
+            if !(0..limit).contains(&p.x_mm)
+                || !(0..limit).contains(&p.y_mm)
+                || p.name_len as usize > p.name.len()
+            {
                 return Err(corrupted(format!("player slot {slot} is out of range")));
             }
             world.clients.push((p.client, slot as u32));
@@ -213,14 +260,22 @@ fn build(state: CheckpointState, terrain: Arc<Terrain>, shard_count: usize) -> R
     for s in state.streams {
         let slot = s.slot as usize;
         if !world.players.get(slot).is_some_and(|p| p.active) || world.streams[slot].is_some() {
-            return Err(corrupted(format!("stream for slot {slot} has no player or is duplicated")));
+            return Err(corrupted(format!(
+                "stream for slot {slot} has no player or is duplicated"
+            )));
         }
         let mut stream = ClientStream::new(cfg.snapshot_budget_cap_bytes());
         stream.tokens_bytes = s.tokens_bytes.min(cfg.snapshot_budget_cap_bytes());
         for v in &s.views {
             let ascending = v.entries.windows(2).all(|w| w[0].id < w[1].id);
-            if v.tick == NO_TICK || !ascending || !stream.remember(v.tick, cfg.snapshot_interval_ticks, &v.entries) {
-                return Err(corrupted(format!("slot {slot}: remembered view of tick {} is invalid", v.tick)));
+            if v.tick == NO_TICK
+                || !ascending
+                || !stream.remember(v.tick, cfg.snapshot_interval_ticks, &v.entries)
+            {
+                return Err(corrupted(format!(
+                    "slot {slot}: remembered view of tick {} is invalid",
+                    v.tick
+                )));
             }
         }
         if s.interest.len() > VIEW_ENTITIES_MAX || !s.interest.windows(2).all(|w| w[0].id < w[1].id) {
@@ -230,7 +285,12 @@ fn build(state: CheckpointState, terrain: Arc<Terrain>, shard_count: usize) -> R
         stream.refresh_digest();
         world.streams[slot] = Some(Box::new(stream));
     }
-    if world.players.iter().enumerate().any(|(i, p)| p.active != world.streams[i].is_some()) {
+    if world
+        .players
+        .iter()
+        .enumerate()
+        .any(|(i, p)| p.active != world.streams[i].is_some())
+    {
         return Err(corrupted("a joined player has no stream"));
     }
     world.rehash();

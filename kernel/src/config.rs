@@ -238,8 +238,7 @@ impl WorldConfig {
             self.downstream_cap_bytes_per_s as i64,
         )?;
         // The smallest frame (header plus two counts) must fit one snapshot's average share.
-        let per_snapshot = self.downstream_avg_bytes_per_s as u64
-            * self.snapshot_interval_ticks as u64
+        let per_snapshot = self.downstream_avg_bytes_per_s as u64 * self.snapshot_interval_ticks as u64
             / self.tick_rate_hz as u64;
         if per_snapshot < 64 {
             return Err(ConfigError::Inconsistent {
@@ -252,7 +251,12 @@ impl WorldConfig {
         }
         let f = &self.flocking;
         let tenth = (self.world_size_mm / 10) as i64;
-        check("flocking.neighbour_radius_mm", f.neighbour_radius_mm as i64, 100, tenth)?;
+        check(
+            "flocking.neighbour_radius_mm",
+            f.neighbour_radius_mm as i64,
+            100,
+            tenth,
+        )?;
         check(
             "flocking.separation_radius_mm",
             f.separation_radius_mm as i64,
@@ -276,7 +280,12 @@ impl WorldConfig {
             0,
             f.speed_max_mm_per_tick as i64,
         )?;
-        check("flocking.accel_max_mm_per_tick", f.accel_max_mm_per_tick as i64, 1, vmax)?;
+        check(
+            "flocking.accel_max_mm_per_tick",
+            f.accel_max_mm_per_tick as i64,
+            1,
+            vmax,
+        )?;
         check(
             "flocking.wander_jitter_mm_per_tick",
             f.wander_jitter_mm_per_tick as i64,
@@ -286,7 +295,12 @@ impl WorldConfig {
         check("flocking.flee_radius_mm", f.flee_radius_mm as i64, 0, tenth)?;
         check("flocking.flee_weight", f.flee_weight as i64, 0, 4096)?;
         check("flocking.lookahead_ticks", f.lookahead_ticks as i64, 1, 600)?;
-        check("flocking.terrain_avoid_weight", f.terrain_avoid_weight as i64, 0, 4096)?;
+        check(
+            "flocking.terrain_avoid_weight",
+            f.terrain_avoid_weight as i64,
+            0,
+            4096,
+        )?;
         check("flocking.edge_margin_mm", f.edge_margin_mm as i64, 0, quarter)?;
         let p = &self.player;
         check(
@@ -297,7 +311,12 @@ impl WorldConfig {
         )?;
         check("player.accel_mm_per_tick", p.accel_mm_per_tick as i64, 1, vmax)?;
         check("player.cast_radius_mm", p.cast_radius_mm as i64, 100, tenth)?;
-        check("player.cast_cooldown_ticks", p.cast_cooldown_ticks as i64, 0, 100_000)?;
+        check(
+            "player.cast_cooldown_ticks",
+            p.cast_cooldown_ticks as i64,
+            0,
+            100_000,
+        )?;
         Ok(())
     }
 
@@ -391,7 +410,13 @@ mod tests {
         c.flocking.speed_max_mm_per_tick = 10_000;
         let err = c.validate().unwrap_err();
         assert!(
-            matches!(err, ConfigError::OutOfRange { field: "flocking.speed_max_mm_per_tick", .. }),
+            matches!(
+                err,
+                ConfigError::OutOfRange {
+                    field: "flocking.speed_max_mm_per_tick",
+                    ..
+                }
+            ),
             "{err}"
         );
         assert!(err.to_string().contains("flocking.speed_max_mm_per_tick"));
@@ -405,7 +430,10 @@ mod tests {
         };
         assert!(matches!(
             c.validate(),
-            Err(ConfigError::Inconsistent { field: "world_size_mm", .. })
+            Err(ConfigError::Inconsistent {
+                field: "world_size_mm",
+                ..
+            })
         ));
     }
 

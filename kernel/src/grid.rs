@@ -98,8 +98,14 @@ impl UniformGrid {
     /// `radius_mm` around (x, y), row by row, ids ascending within a cell.
     #[inline]
     pub fn for_each_near(&self, x_mm: i32, y_mm: i32, radius_mm: i32, mut visit: impl FnMut(u32)) {
-        let (x0, x1) = (self.coord(x_mm.saturating_sub(radius_mm)), self.coord(x_mm.saturating_add(radius_mm)));
-        let (y0, y1) = (self.coord(y_mm.saturating_sub(radius_mm)), self.coord(y_mm.saturating_add(radius_mm)));
+        let (x0, x1) = (
+            self.coord(x_mm.saturating_sub(radius_mm)),
+            self.coord(x_mm.saturating_add(radius_mm)),
+        );
+        let (y0, y1) = (
+            self.coord(y_mm.saturating_sub(radius_mm)),
+            self.coord(y_mm.saturating_add(radius_mm)),
+        );
         for cy in y0..=y1 {
             for cx in x0..=x1 {
                 for &id in self.cell(cx, cy) {
@@ -116,7 +122,9 @@ mod tests {
 
     #[test]
     fn counting_sort_is_stable_and_complete() {
-        let pts: Vec<(i32, i32)> = (0..500).map(|i| ((i * 7919) % 10_000, (i * 104_729) % 10_000)).collect();
+        let pts: Vec<(i32, i32)> = (0..500)
+            .map(|i| ((i * 7919) % 10_000, (i * 104_729) % 10_000))
+            .collect();
         let mut g = UniformGrid::new(10_000, 1_000);
         g.rebuild(pts.len(), |i| pts[i]);
         let mut seen = g.order().to_vec();

@@ -100,7 +100,13 @@ pub fn boid_chunk(index: u32, boids: &[Boid]) -> [u8; 32] {
 }
 
 /// The root over all leaves.
-pub fn root(rules_version: u32, tick: u32, config_hash: &[u8; 32], terrain_hash: &[u8; 32], leaves: &[[u8; 32]]) -> [u8; 32] {
+pub fn root(
+    rules_version: u32,
+    tick: u32,
+    config_hash: &[u8; 32],
+    terrain_hash: &[u8; 32],
+    leaves: &[[u8; 32]],
+) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     h.update(b"MGRT");
     h.update(&rules_version.to_le_bytes());
@@ -117,8 +123,10 @@ pub fn root(rules_version: u32, tick: u32, config_hash: &[u8; 32], terrain_hash:
 /// Lowercase hex of a hash, for messages and golden files.
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }

@@ -6,8 +6,9 @@ pub const NAME_BYTES_MAX: usize = 32;
 pub const THROTTLE_MAX: u8 = 100;
 
 /// One thing a client asked for, already stamped with the tick it applies to.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
+)]
 pub enum Input {
     /// Take a slot and spawn an avatar in town.
     Join { client: u32, name: String },
@@ -69,8 +70,7 @@ impl Input {
 }
 
 /// Everything that enters the world at one tick.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct TickInputs {
     pub inputs: Vec<Input>,
 }

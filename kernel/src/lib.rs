@@ -4,6 +4,8 @@
 //! Entry points: [`World::new`], [`World::step`], [`checkpoint::save`] / [`checkpoint::restore`],
 //! and [`snapshot::ClientDecoder`] for the client side of the frames.
 
+#![deny(clippy::float_arithmetic)]
+
 pub mod boids;
 pub mod checkpoint;
 pub mod config;

@@ -48,7 +48,9 @@ pub struct ShardPool {
 
 impl std::fmt::Debug for ShardPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ShardPool").field("shard_count", &self.shard_count).finish()
+        f.debug_struct("ShardPool")
+            .field("shard_count", &self.shard_count)
+            .finish()
     }
 }
 

@@ -117,7 +117,8 @@ impl Script {
             if let Some(frame) = last.frames().find(|f| f.client == bot.client) {
                 let lost = rng::below(bits, 1000) < cfg.drop_per_mille;
                 if !lost && bot.pending.len() < PENDING_ACKS_MAX && frame.bytes.len() >= 5 {
-                    let t = u32::from_le_bytes([frame.bytes[1], frame.bytes[2], frame.bytes[3], frame.bytes[4]]);
+                    let t =
+                        u32::from_le_bytes([frame.bytes[1], frame.bytes[2], frame.bytes[3], frame.bytes[4]]);
                     bot.pending.push((tick + bot.lag_ticks, t));
                 }
             }
@@ -140,12 +141,18 @@ impl Script {
                         let f = fields[bot.client as usize % fields.len()];
                         let (dx, dy) = (f.x_mm - p.x_mm, f.y_mm - p.y_mm);
                         if f.contains(p.x_mm, p.y_mm) {
-                            (rng::symmetric(bits.rotate_left(8), 1000), rng::symmetric(bits.rotate_left(24), 1000))
+                            (
+                                rng::symmetric(bits.rotate_left(8), 1000),
+                                rng::symmetric(bits.rotate_left(24), 1000),
+                            )
                         } else {
                             (dx.clamp(-30_000, 30_000), dy.clamp(-30_000, 30_000))
                         }
                     }
-                    _ => (rng::symmetric(bits.rotate_left(8), 1000), rng::symmetric(bits.rotate_left(24), 1000)),
+                    _ => (
+                        rng::symmetric(bits.rotate_left(8), 1000),
+                        rng::symmetric(bits.rotate_left(24), 1000),
+                    ),
                 };
                 let (dx, dy) = if dx == 0 && dy == 0 { (1, 0) } else { (dx, dy) };
                 out.inputs.push(Input::Steer {

@@ -112,11 +112,8 @@ impl Terrain {
                     for dx in -r..=r {
                         let (cx, cy) = (x + dx, y + dy);
                         // Outside the grid counts as dangerous, so the escape points inwards.
-                        let danger = cx < 0
-                            || cy < 0
-                            || cx >= n
-                            || cy >= n
-                            || flags[(cy * n + cx) as usize] != 0;
+                        let danger =
+                            cx < 0 || cy < 0 || cx >= n || cy >= n || flags[(cy * n + cx) as usize] != 0;
                         if danger {
                             ex -= dx;
                             ey -= dy;
@@ -215,8 +212,8 @@ impl Terrain {
         let cell = self.land_cells[rng::below(bits, self.land_cells.len() as u32) as usize];
         let c = self.cell_size_mm as i32;
         let (x0, y0) = ((cell % self.cells) as i32 * c, (cell / self.cells) as i32 * c);
-        let jx = (bits & 0xffff) as i32 * c >> 16;
-        let jy = ((bits >> 16) & 0xffff) as i32 * c >> 16;
+        let jx = ((bits & 0xffff) as i32 * c) >> 16;
+        let jy = (((bits >> 16) & 0xffff) as i32 * c) >> 16;
         (x0 + jx, y0 + jy)
     }
 }
@@ -224,7 +221,7 @@ impl Terrain {
 /// Smoothstep in 16.16 fixed point: 3t^2 - 2t^3 for t in [0, 65536).
 #[inline]
 fn smooth(t: i64) -> i64 {
-    (t * t >> 16) * (3 * 65536 - 2 * t) >> 16
+    (((t * t) >> 16) * (3 * 65536 - 2 * t)) >> 16
 }
 
 /// Sums `terrain_octaves` octaves of bilinear value noise, then rescales to
@@ -238,7 +235,12 @@ fn generate_heights(config: &WorldConfig) -> Vec<i32> {
     for octave in 0..config.terrain_octaves {
         let lattice = n / spacing + 2;
         let value = |lx: i64, ly: i64| -> i64 {
-            let bits = rng::draw(config.seed, octave, (ly * lattice + lx) as u32, rng::STREAM_TERRAIN);
+            let bits = rng::draw(
+                config.seed,
+                octave,
+                (ly * lattice + lx) as u32,
+                rng::STREAM_TERRAIN,
+            );
             (bits >> 48) as i64 // 0..65536
         };
         for y in 0..n {
@@ -251,10 +253,10 @@ fn generate_heights(config: &WorldConfig) -> Vec<i32> {
                 let v10 = value(lx + 1, ly);
                 let v01 = value(lx, ly + 1);
                 let v11 = value(lx + 1, ly + 1);
-                let top = v00 + ((v10 - v00) * tx >> 16);
-                let bottom = v01 + ((v11 - v01) * tx >> 16);
-                let v = top + ((bottom - top) * ty >> 16);
-                acc[(y * n + x) as usize] += v * amplitude >> 16;
+                let top = v00 + (((v10 - v00) * tx) >> 16);
+                let bottom = v01 + (((v11 - v01) * tx) >> 16);
+                let v = top + (((bottom - top) * ty) >> 16);
+                acc[(y * n + x) as usize] += (v * amplitude) >> 16;
             }
         }
         amplitude /= 2;
@@ -288,7 +290,11 @@ mod tests {
         let a = Terrain::generate(&c).unwrap();
         let b = Terrain::generate(&c).unwrap();
         assert_eq!(a.heights_mm(), b.heights_mm());
-        let other = Terrain::generate(&WorldConfig { seed: 99, ..c.clone() }).unwrap();
+        let other = Terrain::generate(&WorldConfig {
+            seed: 99,
+            ..c.clone()
+        })
+        .unwrap();
         assert_ne!(a.content_hash(), other.content_hash());
         let max = *a.heights_mm().iter().max().unwrap();
         assert_eq!(max, c.terrain_height_max_mm);
@@ -320,7 +326,9 @@ mod tests {
     fn escape_points_away_from_water() {
         let c = small();
         // Water on the left half, land on the right.
-        let h: Vec<i32> = (0..128 * 128).map(|i| if i % 128 < 64 { 0 } else { 30_000 }).collect();
+        let h: Vec<i32> = (0..128 * 128)
+            .map(|i| if i % 128 < 64 { 0 } else { 30_000 })
+            .collect();
         let t = Terrain::from_heights(&c, h).unwrap();
         let e = t.escape_at(64_500, 64_500);
         assert!(e[0] > 0, "{e:?}");

@@ -14,7 +14,7 @@ use crate::config::{ConfigError, WorldConfig};
 use crate::grid::UniformGrid;
 use crate::hash::{self, ChunkKind, BOIDS_PER_CHUNK, PLAYERS_PER_CHUNK, STREAMS_PER_CHUNK};
 use crate::input::{name_is_valid, Input, Rejections, TickInputs, NAME_BYTES_MAX, THROTTLE_MAX};
-use crate::pool::{shard_range, SharedSlice, ShardPool};
+use crate::pool::{shard_range, ShardPool, SharedSlice};
 use crate::rng;
 use crate::snapshot::stream::{ClientStream, SnapshotContext, SnapshotScratch, NO_TICK};
 use crate::snapshot::ViewEntry;
@@ -33,8 +33,7 @@ pub enum WorldError {
 }
 
 /// One client slot. A free slot is all zeros, so it hashes the same however it was freed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct Player {
     pub active: bool,
     pub client: u32,
@@ -214,7 +213,11 @@ impl World {
     }
 
     /// A world at tick 0 on the given terrain (which must match the config's grid).
-    pub fn with_terrain(config: WorldConfig, terrain: Arc<Terrain>, shard_count: usize) -> Result<World, WorldError> {
+    pub fn with_terrain(
+        config: WorldConfig,
+        terrain: Arc<Terrain>,
+        shard_count: usize,
+    ) -> Result<World, WorldError> {
         let mut world = World::empty(config, terrain, shard_count)?;
         let cfg = &world.config;
         for id in 0..cfg.boid_count {
@@ -226,9 +229,15 @@ impl World {
     }
 
     /// A world with every boid at the origin: the base for a checkpoint restore.
-    pub(crate) fn empty(config: WorldConfig, terrain: Arc<Terrain>, shard_count: usize) -> Result<World, WorldError> {
+    pub(crate) fn empty(
+        config: WorldConfig,
+        terrain: Arc<Terrain>,
+        shard_count: usize,
+    ) -> Result<World, WorldError> {
         config.validate()?;
-        if terrain.cells() != config.terrain_grid_cells || terrain.cell_size_mm() != config.terrain_cell_size_mm {
+        if terrain.cells() != config.terrain_grid_cells
+            || terrain.cell_size_mm() != config.terrain_cell_size_mm
+        {
             return Err(TerrainError::GridMismatch {
                 expected: config.terrain_grid_cells,
                 actual: terrain.cells(),
@@ -245,7 +254,10 @@ impl World {
         Ok(World {
             config_hash: config.content_hash(),
             grid: UniformGrid::new(config.world_size_mm, f.neighbour_radius_mm),
-            avatar_grid: UniformGrid::new(config.world_size_mm, f.flee_radius_mm.max(config.view_radius_mm / 4).max(1000)),
+            avatar_grid: UniformGrid::new(
+                config.world_size_mm,
+                f.flee_radius_mm.max(config.view_radius_mm / 4).max(1000),
+            ),
             boids_next: boids.clone(),
             sorted_boids: boids.clone(),
             boids,
@@ -440,14 +452,13 @@ impl World {
         let rejected = &mut self.output.rejected;
         let found = self.clients.binary_search_by_key(&input.client(), |&(c, _)| c);
         if let Input::Join { client, name } = input {
-            if found.is_ok() {
-                rejected.duplicate_join += 1;
-            } else if !name_is_valid(name) {
-                rejected.name_invalid += 1;
-            } else if let Some(slot) = self.players.iter().position(|p| !p.active) {
-                self.join(tick, *client, name, slot as u32, found.unwrap_err());
-            } else {
-                rejected.slots_full += 1;
+            match found {
+                Ok(_) => rejected.duplicate_join += 1,
+                Err(_) if !name_is_valid(name) => rejected.name_invalid += 1,
+                Err(index) => match self.players.iter().position(|p| !p.active) {
+                    Some(slot) => self.join(tick, *client, name, slot as u32, index),
+                    None => rejected.slots_full += 1,
+                },
             }
             return false;
         }
@@ -459,7 +470,13 @@ impl World {
         let player = &mut self.players[slot];
         match *input {
             Input::Join { .. } => unreachable!("handled above"),
-            Input::Steer { seq, dir_x, dir_y, throttle, .. } => {
+            Input::Steer {
+                seq,
+                dir_x,
+                dir_y,
+                throttle,
+                ..
+            } => {
                 if seq <= player.last_seq {
                     rejected.stale_seq += 1;
                 } else if throttle > THROTTLE_MAX || (throttle > 0 && dir_x == 0 && dir_y == 0) {
@@ -649,7 +666,8 @@ impl World {
                 }
                 for c in (s..counts[1]).step_by(shards) {
                     let mut h = hash::leaf_hasher(ChunkKind::Players, c as u32);
-                    for p in &players[c * PLAYERS_PER_CHUNK..((c + 1) * PLAYERS_PER_CHUNK).min(players.len())] {
+                    for p in &players[c * PLAYERS_PER_CHUNK..((c + 1) * PLAYERS_PER_CHUNK).min(players.len())]
+                    {
                         h.update(&p.to_le_bytes());
                     }
                     // SAFETY: chunk c belongs to shard c % shards alone.
@@ -737,7 +755,10 @@ fn spawn_boid(terrain: &Terrain, cfg: &WorldConfig, bits: u64) -> Boid {
     let (x_mm, y_mm) = terrain.spawn_point(bits);
     let dir = rng::draw(bits, 0, 0, rng::STREAM_SPAWN);
     let s = cfg.flocking.speed_min_mm_per_tick.max(1) as i64;
-    let (dx, dy) = (rng::symmetric(dir, 1024) as i64, rng::symmetric(dir.rotate_left(32), 1024) as i64);
+    let (dx, dy) = (
+        rng::symmetric(dir, 1024) as i64,
+        rng::symmetric(dir.rotate_left(32), 1024) as i64,
+    );
     let len = rng::isqrt((dx * dx + dy * dy) as u64).max(1) as i64;
     Boid {
         x_mm,

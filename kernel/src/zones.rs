@@ -38,15 +38,21 @@ impl Zones {
     /// `PLACEMENT_ATTEMPTS_MAX` draws is skipped, so small worlds get fewer fields.
     pub fn place(config: &WorldConfig, terrain: &Terrain) -> Zones {
         let mut placed: Vec<Zone> = Vec::new();
-        let radii = std::iter::once(config.town_radius_mm)
-            .chain(std::iter::repeat_n(config.hunting_field_radius_mm, config.hunting_field_count as usize));
+        let radii = std::iter::once(config.town_radius_mm).chain(std::iter::repeat_n(
+            config.hunting_field_radius_mm,
+            config.hunting_field_count as usize,
+        ));
         for (index, radius) in radii.enumerate() {
             let r = radius as i32;
             let size = config.world_size_mm as i32;
             let found = (0..PLACEMENT_ATTEMPTS_MAX).find_map(|attempt| {
                 let bits = rng::draw(config.seed, index as u32, attempt, rng::STREAM_ZONES);
                 let (x, y) = terrain.spawn_point(bits);
-                let zone = Zone { x_mm: x, y_mm: y, radius_mm: radius };
+                let zone = Zone {
+                    x_mm: x,
+                    y_mm: y,
+                    radius_mm: radius,
+                };
                 let inside = x >= r && y >= r && x <= size - r && y <= size - r;
                 let apart = placed.iter().all(|z| {
                     let dx = (z.x_mm - x) as i64;
@@ -60,7 +66,11 @@ impl Zones {
                 // The town always exists: if no spot is free, it sits on the first land cell.
                 let zone = found.unwrap_or_else(|| {
                     let (x, y) = terrain.cell_centre_mm(terrain.land_cells()[0]);
-                    Zone { x_mm: x, y_mm: y, radius_mm: radius }
+                    Zone {
+                        x_mm: x,
+                        y_mm: y,
+                        radius_mm: radius,
+                    }
                 });
                 placed.push(zone);
             } else if let Some(zone) = found {
@@ -68,7 +78,10 @@ impl Zones {
             }
         }
         let town = placed[0];
-        Zones { town, hunting_fields: placed.split_off(1) }
+        Zones {
+            town,
+            hunting_fields: placed.split_off(1),
+        }
     }
 
     /// The hunting field containing a point, if any.
@@ -87,7 +100,9 @@ mod tests {
         let t = Terrain::generate(&c).unwrap();
         let z = Zones::place(&c, &t);
         assert_eq!(z.hunting_fields.len(), c.hunting_field_count as usize);
-        let all: Vec<Zone> = std::iter::once(z.town).chain(z.hunting_fields.iter().copied()).collect();
+        let all: Vec<Zone> = std::iter::once(z.town)
+            .chain(z.hunting_fields.iter().copied())
+            .collect();
         for (i, a) in all.iter().enumerate() {
             assert!(!t.is_water(a.x_mm, a.y_mm));
             for b in &all[i + 1..] {

@@ -38,9 +38,16 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 fn allocations_in_warm_ticks(shards: usize) -> (u64, usize) {
-    let config = WorldConfig { boid_count: 3_000, ..WorldConfig::default() };
+    let config = WorldConfig {
+        boid_count: 3_000,
+        ..WorldConfig::default()
+    };
     let mut world = World::new(config, shards).unwrap();
-    let mut script = Script::new(ScriptConfig { clients: 24, join_spread_ticks: 30, ..ScriptConfig::default() });
+    let mut script = Script::new(ScriptConfig {
+        clients: 24,
+        join_spread_ticks: 30,
+        ..ScriptConfig::default()
+    });
     let mut inputs = TickInputs::default();
     let mut last = world.output().clone();
     let mut frames = 0;
@@ -65,6 +72,9 @@ fn warm_ticks_allocate_nothing_on_one_and_four_shards() {
         ALLOCATIONS.store(0, Ordering::SeqCst);
         let (allocations, frames) = allocations_in_warm_ticks(shards);
         assert!(frames > 1_000, "the warm ticks must build frames ({frames})");
-        assert_eq!(allocations, 0, "{shards} shard(s): {allocations} allocations in 200 warm ticks");
+        assert_eq!(
+            allocations, 0,
+            "{shards} shard(s): {allocations} allocations in 200 warm ticks"
+        );
     }
 }

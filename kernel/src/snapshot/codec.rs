@@ -407,12 +407,10 @@ pub fn encode_frame(
     debug_assert!(updates.len() <= FRAME_ENTRIES_MAX);
     debug_assert!(strictly_ascending(removed.iter().copied()));
     debug_assert!(strictly_ascending(updates.iter().map(|(_, new)| new.id)));
-    debug_assert!(disjoint_ascending(
-        removed,
-        updates.iter().map(|(_, new)| new.id)
-    ));
-    debug_assert!(updates.iter().all(|(old, new)| new.kind <= 3
-        && old.is_none_or(|old| old.id == new.id && old.kind == new.kind)));
+    debug_assert!(disjoint_ascending(removed, updates.iter().map(|(_, new)| new.id)));
+    debug_assert!(updates
+        .iter()
+        .all(|(old, new)| new.kind <= 3 && old.is_none_or(|old| old.id == new.id && old.kind == new.kind)));
     debug_assert!(
         header.baseline_tick.is_some()
             || (removed.is_empty() && updates.iter().all(|(old, _)| old.is_none())),
@@ -577,13 +575,11 @@ fn copy_baseline_below(
 }
 
 fn apply_u16(base: u16, diff: i32, id: u32, field: &'static str) -> Result<u16, DecodeError> {
-    u16::try_from(i64::from(base) + i64::from(diff))
-        .map_err(|_| DecodeError::FieldOutOfRange { id, field })
+    u16::try_from(i64::from(base) + i64::from(diff)).map_err(|_| DecodeError::FieldOutOfRange { id, field })
 }
 
 fn apply_i8(base: i8, diff: i32, id: u32, field: &'static str) -> Result<i8, DecodeError> {
-    i8::try_from(i64::from(base) + i64::from(diff))
-        .map_err(|_| DecodeError::FieldOutOfRange { id, field })
+    i8::try_from(i64::from(base) + i64::from(diff)).map_err(|_| DecodeError::FieldOutOfRange { id, field })
 }
 
 /// Decodes `bytes` and applies it to `baseline`, writing the new view (ascending by id)
@@ -776,10 +772,7 @@ mod tests {
     #[test]
     fn fixed_width_fields_are_lsb_first() {
         assert_eq!(bits_written(|w| w.write_bits(0b110, 3)), "011");
-        assert_eq!(
-            bits_written(|w| w.write_bits(0x1234, 16)),
-            "0010110001001000"
-        );
+        assert_eq!(bits_written(|w| w.write_bits(0x1234, 16)), "0010110001001000");
         let mut bytes = vec![0xAA];
         let mut w = BitWriter::new(&mut bytes);
         w.write_bit(true);
@@ -852,8 +845,8 @@ mod tests {
 
     /// The worked example of SNAPSHOT_FORMAT.md, bytes derived by hand from the spec.
     const EXAMPLE_FRAME: [u8; 28] = [
-        0x01, 0x64, 0x00, 0x00, 0x00, 0x62, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00, 0x03, 0x00,
-        0x00, 0x00, 0x99, 0xAB, 0x93, 0xD3, 0x12, 0x1A, 0x09, 0x2B, 0x80, 0xFF, 0x02,
+        0x01, 0x64, 0x00, 0x00, 0x00, 0x62, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00,
+        0x99, 0xAB, 0x93, 0xD3, 0x12, 0x1A, 0x09, 0x2B, 0x80, 0xFF, 0x02,
     ];
 
     fn example_baseline() -> [ViewEntry; 3] {
@@ -990,10 +983,7 @@ mod tests {
         frame = encode_delta(&[], &[(Some(entry(7, 1, 100, 200, 3, -3)), fast)]);
         assert_eq!(
             apply(&frame),
-            Err(DecodeError::FieldOutOfRange {
-                id: 7,
-                field: "qvy"
-            })
+            Err(DecodeError::FieldOutOfRange { id: 7, field: "qvy" })
         );
         let unsorted = [base[1], base[0]];
         let ok = encode_delta(&[], &[]);
@@ -1148,11 +1138,7 @@ mod tests {
     ) -> (Vec<u32>, Vec<(Option<ViewEntry>, ViewEntry)>) {
         let old: BTreeMap<u32, ViewEntry> = base.iter().map(|e| (e.id, *e)).collect();
         let now: BTreeMap<u32, ViewEntry> = new.iter().map(|e| (e.id, *e)).collect();
-        let removed = old
-            .keys()
-            .filter(|id| !now.contains_key(id))
-            .copied()
-            .collect();
+        let removed = old.keys().filter(|id| !now.contains_key(id)).copied().collect();
         let updates = new
             .iter()
             .filter_map(|n| match old.get(&n.id) {

@@ -165,8 +165,7 @@ mod tests {
         );
         assert_eq!(dec.newest_tick(), None);
 
-        dec.decode(&frame(1, None, &[], &[(None, entry(2, 10))]))
-            .unwrap();
+        dec.decode(&frame(1, None, &[], &[(None, entry(2, 10))])).unwrap();
         // A valid frame whose removal names an id the baseline lacks.
         let bad = frame(1, Some(1), &[3], &[]);
         assert_eq!(dec.decode(&bad), Err(DecodeError::RemovedUnknown { id: 3 }));

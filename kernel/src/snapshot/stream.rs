@@ -16,8 +16,7 @@ pub const NO_TICK: u32 = u32::MAX;
 const OWN_AVATAR_WEIGHT: u32 = 1 << 16;
 
 /// An entity of the current interest set and the priority it has built up.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[repr(C)]
 pub struct Interest {
     pub id: u32,
@@ -142,10 +141,15 @@ impl ClientStream {
 
     /// Remembered (tick, view) pairs in ring order, for checkpoints.
     pub fn remembered(&self) -> impl Iterator<Item = (u32, &[ViewEntry])> {
-        (0..BASELINE_RING_LEN).filter(|&k| self.ring_tick[k] != NO_TICK).map(|k| {
-            let start = k * VIEW_ENTITIES_MAX;
-            (self.ring_tick[k], &self.arena[start..start + self.ring_len[k] as usize])
-        })
+        (0..BASELINE_RING_LEN)
+            .filter(|&k| self.ring_tick[k] != NO_TICK)
+            .map(|k| {
+                let start = k * VIEW_ENTITIES_MAX;
+                (
+                    self.ring_tick[k],
+                    &self.arena[start..start + self.ring_len[k] as usize],
+                )
+            })
     }
 
     /// Puts a remembered view back (checkpoint restore). Returns false if it does not fit.
@@ -180,7 +184,14 @@ impl ClientStream {
     }
 
     /// Builds this client's frame for `ctx.tick` into `self.frame` and advances the stream.
-    pub fn build(&mut self, ctx: &SnapshotContext<'_>, sc: &mut SnapshotScratch, own: &Avatar, acked_tick: u32, score: u32) {
+    pub fn build(
+        &mut self,
+        ctx: &SnapshotContext<'_>,
+        sc: &mut SnapshotScratch,
+        own: &Avatar,
+        acked_tick: u32,
+        score: u32,
+    ) {
         let interval = ctx.snapshot_interval_ticks;
         let own_id = ctx.boid_count + own.slot;
 
@@ -194,24 +205,30 @@ impl ClientStream {
             let (dx, dy) = (x as i64 - px, y as i64 - py);
             (dx * dx + dy * dy) as u64
         };
-        ctx.grid.for_each_near(own.x_mm, own.y_mm, (r + ctx.grid_slack_mm as i64) as i32, |id| {
-            let b = ctx.boids[id as usize];
-            let d2 = d2_of(b.x_mm, b.y_mm);
-            if d2 <= r2 {
-                sc.candidates.push((d2, ViewEntry::quantize(id, KIND_BOID, b.x_mm, b.y_mm, b.vx, b.vy)));
-            }
-        });
+        ctx.grid
+            .for_each_near(own.x_mm, own.y_mm, (r + ctx.grid_slack_mm as i64) as i32, |id| {
+                let b = ctx.boids[id as usize];
+                let d2 = d2_of(b.x_mm, b.y_mm);
+                if d2 <= r2 {
+                    sc.candidates
+                        .push((d2, ViewEntry::quantize(id, KIND_BOID, b.x_mm, b.y_mm, b.vx, b.vy)));
+                }
+            });
         ctx.avatar_grid.for_each_near(own.x_mm, own.y_mm, r as i32, |a| {
             let av = ctx.avatars[a as usize];
             let id = ctx.boid_count + av.slot;
             // The own avatar sorts first by distance whatever the rounding.
             let d2 = if id == own_id { 0 } else { d2_of(av.x_mm, av.y_mm) };
             if d2 <= r2 {
-                sc.candidates.push((d2, ViewEntry::quantize(id, KIND_AVATAR, av.x_mm, av.y_mm, av.vx, av.vy)));
+                sc.candidates.push((
+                    d2,
+                    ViewEntry::quantize(id, KIND_AVATAR, av.x_mm, av.y_mm, av.vx, av.vy),
+                ));
             }
         });
         if sc.candidates.len() > VIEW_ENTITIES_MAX {
-            sc.candidates.select_nth_unstable_by_key(VIEW_ENTITIES_MAX, |&(d2, e)| (d2, e.id));
+            sc.candidates
+                .select_nth_unstable_by_key(VIEW_ENTITIES_MAX, |&(d2, e)| (d2, e.id));
             sc.candidates.truncate(VIEW_ENTITIES_MAX);
         }
         sc.candidates.sort_unstable_by_key(|&(_, e)| e.id);
@@ -282,7 +299,8 @@ impl ClientStream {
         self.tokens_bytes = (self.tokens_bytes + ctx.budget_avg_bytes).min(ctx.budget_cap_bytes);
         let budget_bytes = self.tokens_bytes as u64;
         let fixed_bits = codec::ue_bits(VIEW_ENTITIES_MAX as u32, 3) as u64 * 2;
-        let avail_bits = (budget_bytes.saturating_sub(FRAME_HEADER_BYTES as u64) * 8).saturating_sub(fixed_bits);
+        let avail_bits =
+            (budget_bytes.saturating_sub(FRAME_HEADER_BYTES as u64) * 8).saturating_sub(fixed_bits);
         let mut used_bits = 0u64;
         sc.removed.clear();
         for &id in &sc.removals {
@@ -292,7 +310,8 @@ impl ClientStream {
                 sc.removed.push(id);
             }
         }
-        sc.sendable.sort_unstable_by_key(|&(p, ci)| (std::cmp::Reverse(p), ci));
+        sc.sendable
+            .sort_unstable_by_key(|&(p, ci)| (std::cmp::Reverse(p), ci));
         {
             let base = &self.arena[base_start..base_start + base_len];
             for &(_, ci) in &sc.sendable {

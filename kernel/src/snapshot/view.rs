@@ -11,8 +11,20 @@ pub const KIND_BOID: u8 = 0;
 pub const KIND_AVATAR: u8 = 1;
 
 /// One entity as a client sees it: quantized, ordered by `id` inside a view.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    rkyv::Archive,
+    rkyv::Serialize,
+    rkyv::Deserialize,
+)]
 #[repr(C)]
 pub struct ViewEntry {
     /// Entity id: boids are `0..boid_count`, avatars `boid_count + slot`.

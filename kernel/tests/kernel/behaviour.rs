@@ -8,23 +8,46 @@ fn step(world: &mut World, inputs: Vec<Input>) -> migratory_kernel::TickOutput {
 }
 
 fn join(client: u32) -> Input {
-    Input::Join { client, name: format!("p{client}") }
+    Input::Join {
+        client,
+        name: format!("p{client}"),
+    }
 }
 
 #[test]
 fn boids_never_enter_water_and_keep_moving() {
-    let config = WorldConfig { boid_count: 1_500, ..small_config(11) };
+    let config = WorldConfig {
+        boid_count: 1_500,
+        ..small_config(11)
+    };
     let mut world = World::new(config, 2).unwrap();
     let start: Vec<_> = world.boids().to_vec();
-    let water_cells = world.terrain().heights_mm().iter().filter(|&&h| h < world.config().water_level_mm).count();
-    assert!(water_cells > 1_000, "the test world needs water ({water_cells} cells)");
+    let water_cells = world
+        .terrain()
+        .heights_mm()
+        .iter()
+        .filter(|&&h| h < world.config().water_level_mm)
+        .count();
+    assert!(
+        water_cells > 1_000,
+        "the test world needs water ({water_cells} cells)"
+    );
     for _ in 0..600 {
         step(&mut world, vec![]);
         for (id, b) in world.boids().iter().enumerate() {
-            assert!(!world.terrain().is_water(b.x_mm, b.y_mm), "boid {id} in water at tick {}: {b:?}", world.tick());
+            assert!(
+                !world.terrain().is_water(b.x_mm, b.y_mm),
+                "boid {id} in water at tick {}: {b:?}",
+                world.tick()
+            );
         }
     }
-    let moved = world.boids().iter().zip(&start).filter(|(a, b)| (a.x_mm - b.x_mm).abs() + (a.y_mm - b.y_mm).abs() > 5_000).count();
+    let moved = world
+        .boids()
+        .iter()
+        .zip(&start)
+        .filter(|(a, b)| (a.x_mm - b.x_mm).abs() + (a.y_mm - b.y_mm).abs() > 5_000)
+        .count();
     assert!(moved > world.boids().len() / 2, "only {moved} boids moved far");
 }
 
@@ -42,7 +65,10 @@ fn boids_near(world: &World, x: i32, y: i32, radius: i64) -> usize {
 
 #[test]
 fn boids_flee_a_standing_avatar() {
-    let config = WorldConfig { boid_count: 3_000, ..small_config(4) };
+    let config = WorldConfig {
+        boid_count: 3_000,
+        ..small_config(4)
+    };
     let mut with = World::new(config.clone(), 1).unwrap();
     let mut without = World::new(config.clone(), 1).unwrap();
     step(&mut with, vec![join(1)]);
@@ -55,8 +81,14 @@ fn boids_flee_a_standing_avatar() {
     }
     let near_with = boids_near(&with, p.x_mm, p.y_mm, r);
     let near_without = boids_near(&without, p.x_mm, p.y_mm, r);
-    assert!(near_without >= 4, "control has too few boids near the avatar ({near_without})");
-    assert!(near_with * 4 <= near_without, "with avatar {near_with}, without {near_without}");
+    assert!(
+        near_without >= 4,
+        "control has too few boids near the avatar ({near_without})"
+    );
+    assert!(
+        near_with * 4 <= near_without,
+        "with avatar {near_with}, without {near_without}"
+    );
 }
 
 /// Steers the player of `client` towards (x, y) until it is within `radius`, at most 2,000 ticks.
@@ -67,7 +99,16 @@ fn walk_to(world: &mut World, client: u32, x: i32, y: i32, radius: i64, seq: &mu
         let (dx, dy) = ((x - p.x_mm) as i64, (y - p.y_mm) as i64);
         if dx * dx + dy * dy <= radius * radius {
             *seq += 1;
-            step(world, vec![Input::Steer { client, seq: *seq, dir_x: 0, dir_y: 0, throttle: 0 }]);
+            step(
+                world,
+                vec![Input::Steer {
+                    client,
+                    seq: *seq,
+                    dir_x: 0,
+                    dir_y: 0,
+                    throttle: 0,
+                }],
+            );
             return;
         }
         *seq += 1;
@@ -75,7 +116,13 @@ fn walk_to(world: &mut World, client: u32, x: i32, y: i32, radius: i64, seq: &mu
         let throttle = if d < 3_000.0 { 20 } else { 100 };
         step(
             world,
-            vec![Input::Steer { client, seq: *seq, dir_x: (dx as f64 / d * 30_000.0) as i16, dir_y: (dy as f64 / d * 30_000.0) as i16, throttle }],
+            vec![Input::Steer {
+                client,
+                seq: *seq,
+                dir_x: (dx as f64 / d * 30_000.0) as i16,
+                dir_y: (dy as f64 / d * 30_000.0) as i16,
+                throttle,
+            }],
         );
     }
     panic!("player {client} never reached ({x}, {y})");
@@ -83,14 +130,20 @@ fn walk_to(world: &mut World, client: u32, x: i32, y: i32, radius: i64, seq: &mu
 
 #[test]
 fn casts_catch_only_inside_hunting_fields() {
-    let config = WorldConfig { boid_count: 4_000, ..small_config(21) };
+    let config = WorldConfig {
+        boid_count: 4_000,
+        ..small_config(21)
+    };
     let mut world = World::new(config.clone(), 1).unwrap();
     step(&mut world, vec![join(7)]);
     let mut seq = 0;
     // In town: no field, nothing caught.
     seq += 1;
     let out = step(&mut world, vec![Input::Cast { client: 7, seq }]);
-    assert_eq!((out.casts.made, out.casts.outside_field, out.casts.caught), (0, 1, 0));
+    assert_eq!(
+        (out.casts.made, out.casts.outside_field, out.casts.caught),
+        (0, 1, 0)
+    );
     assert_eq!(world.players()[0].score, 0);
 
     let field = world.zones().hunting_fields[0];
@@ -136,25 +189,67 @@ fn invalid_inputs_are_rejected_and_counted() {
         &mut world,
         vec![
             join(1),
-            Input::Join { client: 2, name: String::new() },
-            Input::Join { client: 3, name: "x".repeat(33) },
-            Input::Steer { client: 9, seq: 1, dir_x: 1, dir_y: 0, throttle: 10 },
-            Input::Steer { client: 1, seq: 1, dir_x: 1, dir_y: 0, throttle: 101 },
-            Input::Steer { client: 1, seq: 2, dir_x: 0, dir_y: 0, throttle: 50 },
+            Input::Join {
+                client: 2,
+                name: String::new(),
+            },
+            Input::Join {
+                client: 3,
+                name: "x".repeat(33),
+            },
+            Input::Steer {
+                client: 9,
+                seq: 1,
+                dir_x: 1,
+                dir_y: 0,
+                throttle: 10,
+            },
+            Input::Steer {
+                client: 1,
+                seq: 1,
+                dir_x: 1,
+                dir_y: 0,
+                throttle: 101,
+            },
+            Input::Steer {
+                client: 1,
+                seq: 2,
+                dir_x: 0,
+                dir_y: 0,
+                throttle: 50,
+            },
             Input::Ack { client: 1, tick: 99 },
             Input::Leave { client: 42 },
         ],
     );
     let r = out.rejected;
     assert_eq!(
-        (r.duplicate_join, r.name_invalid, r.unknown_client, r.out_of_range, r.ack_from_future),
+        (
+            r.duplicate_join,
+            r.name_invalid,
+            r.unknown_client,
+            r.out_of_range,
+            r.ack_from_future
+        ),
         (1, 2, 2, 2, 1)
     );
     let out = step(
         &mut world,
         vec![
-            Input::Steer { client: 1, seq: 5, dir_x: 1, dir_y: 0, throttle: 10 },
-            Input::Steer { client: 1, seq: 5, dir_x: 1, dir_y: 1, throttle: 10 },
+            Input::Steer {
+                client: 1,
+                seq: 5,
+                dir_x: 1,
+                dir_y: 0,
+                throttle: 10,
+            },
+            Input::Steer {
+                client: 1,
+                seq: 5,
+                dir_x: 1,
+                dir_y: 1,
+                throttle: 10,
+            },
         ],
     );
     assert_eq!(out.rejected.stale_seq, 1);

@@ -151,19 +151,37 @@ fn bad_checkpoints_are_clear_errors() {
     run(&mut world, &scripted_stream(3, 30, 3));
     let bytes = checkpoint::save(&world);
     let err = |b: &[u8]| checkpoint::restore(b, 1).map(|_| ()).unwrap_err();
-    assert!(matches!(err(b"nope, not a checkpoint at all.........................................."), checkpoint::CheckpointError::BadMagic { .. }));
-    assert!(matches!(err(&bytes[..40]), checkpoint::CheckpointError::Corrupted { .. }));
+    assert!(matches!(
+        err(b"nope, not a checkpoint at all.........................................."),
+        checkpoint::CheckpointError::BadMagic { .. }
+    ));
+    assert!(matches!(
+        err(&bytes[..40]),
+        checkpoint::CheckpointError::Corrupted { .. }
+    ));
     let mut old = bytes.clone();
     old[4] = 0;
-    assert!(matches!(err(&old), checkpoint::CheckpointError::UpgradeRequired { found: 0, .. }));
+    assert!(matches!(
+        err(&old),
+        checkpoint::CheckpointError::UpgradeRequired { found: 0, .. }
+    ));
     let mut new = bytes.clone();
     new[4] = 9;
-    assert!(matches!(err(&new), checkpoint::CheckpointError::UnsupportedVersion { found: 9, .. }));
+    assert!(matches!(
+        err(&new),
+        checkpoint::CheckpointError::UnsupportedVersion { found: 9, .. }
+    ));
     for at in [60, bytes.len() / 2, bytes.len() - 1] {
         let mut flipped = bytes.clone();
         flipped[at] ^= 0x40;
-        assert!(matches!(err(&flipped), checkpoint::CheckpointError::Corrupted { .. }), "flip at {at}");
+        assert!(
+            matches!(err(&flipped), checkpoint::CheckpointError::Corrupted { .. }),
+            "flip at {at}"
+        );
     }
-    assert!(matches!(err(&bytes[..bytes.len() - 1]), checkpoint::CheckpointError::Corrupted { .. }));
+    assert!(matches!(
+        err(&bytes[..bytes.len() - 1]),
+        checkpoint::CheckpointError::Corrupted { .. }
+    ));
     checkpoint::restore(&bytes, 3).unwrap();
 }

@@ -7,13 +7,19 @@ use migratory_kernel::{TickInputs, World, WorldConfig};
 
 /// Compares `actual` with the golden file `name`, or rewrites it under `MIGRATORY_BLESS=1`.
 pub fn check(name: &str, actual: &str) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
     if std::env::var_os("MIGRATORY_BLESS").is_some_and(|v| v == "1") {
         std::fs::write(&path, actual).unwrap();
         return;
     }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with MIGRATORY_BLESS=1 to create it)", path.display()));
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with MIGRATORY_BLESS=1 to create it)",
+            path.display()
+        )
+    });
     if expected != actual {
         panic!(
             "golden file {} differs (rerun with MIGRATORY_BLESS=1 if the change is intended)\n--- expected\n{expected}\n--- actual\n{actual}",
@@ -24,9 +30,16 @@ pub fn check(name: &str, actual: &str) {
 
 #[test]
 fn golden_roots_of_the_default_world_with_scripted_players() {
-    let config = WorldConfig { boid_count: 2_000, ..WorldConfig::default() };
+    let config = WorldConfig {
+        boid_count: 2_000,
+        ..WorldConfig::default()
+    };
     let mut world = World::new(config, 2).unwrap();
-    let mut script = Script::new(ScriptConfig { clients: 12, churn_per_mille_per_s: 100, ..ScriptConfig::default() });
+    let mut script = Script::new(ScriptConfig {
+        clients: 12,
+        churn_per_mille_per_s: 100,
+        ..ScriptConfig::default()
+    });
     let mut inputs = TickInputs::default();
     let mut last = world.output().clone();
     let mut text = String::new();
@@ -34,7 +47,12 @@ fn golden_roots_of_the_default_world_with_scripted_players() {
         script.next_inputs(&world, &last, &mut inputs);
         last.clone_from(world.step(&inputs));
         if [1, 100, 600].contains(&last.tick) {
-            text += &format!("tick {} state {} frames {}\n", last.tick, hex(&last.state_root), hex(&last.frames_root));
+            text += &format!(
+                "tick {} state {} frames {}\n",
+                last.tick,
+                hex(&last.state_root),
+                hex(&last.frames_root)
+            );
         }
     }
     check("roots.txt", &text);

@@ -1,6 +1,9 @@
 //! Kernel tests: determinism across shard counts, checkpoints, hash coverage, game rules,
 //! snapshot budgets and decoding, and golden roots.
 
+// Test helpers may time and measure with floats; the determinism rules bind the step.
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
+
 mod behaviour;
 mod determinism;
 mod golden;
@@ -32,7 +35,9 @@ pub type TickRecord = ([u8; 32], [u8; 32], Vec<(u32, Vec<u8>)>);
 pub fn run(world: &mut World, stream: &[Vec<Input>]) -> Vec<TickRecord> {
     let mut records = Vec::with_capacity(stream.len());
     for inputs in stream {
-        let out = world.step(&TickInputs { inputs: inputs.clone() });
+        let out = world.step(&TickInputs {
+            inputs: inputs.clone(),
+        });
         records.push((
             out.state_root,
             out.frames_root,

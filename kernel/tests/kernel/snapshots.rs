@@ -7,11 +7,20 @@ use migratory_kernel::{rng, Input, TickInputs, World, WorldConfig};
 use proptest::prelude::*;
 
 fn dense(seed: u64) -> WorldConfig {
-    WorldConfig { boid_count: 5_000, view_radius_mm: 40_000, ..small_config(seed) }
+    WorldConfig {
+        boid_count: 5_000,
+        view_radius_mm: 40_000,
+        ..small_config(seed)
+    }
 }
 
 fn joins(n: u32) -> Vec<Input> {
-    (1..=n).map(|client| Input::Join { client, name: format!("c{client}") }).collect()
+    (1..=n)
+        .map(|client| Input::Join {
+            client,
+            name: format!("c{client}"),
+        })
+        .collect()
 }
 
 #[test]
@@ -23,28 +32,47 @@ fn the_hard_cap_is_never_exceeded_and_the_average_holds() {
     let mut sizes: Vec<Vec<usize>> = vec![Vec::new(); 9];
     let mut inputs = joins(8);
     for tick in 1..=1_200u32 {
-        let out = world.step(&TickInputs { inputs: std::mem::take(&mut inputs) });
+        let out = world.step(&TickInputs {
+            inputs: std::mem::take(&mut inputs),
+        });
         for f in out.frames() {
-            assert!(f.bytes.len() <= cap, "frame of {} bytes over the cap {cap}", f.bytes.len());
+            assert!(
+                f.bytes.len() <= cap,
+                "frame of {} bytes over the cap {cap}",
+                f.bytes.len()
+            );
             sizes[f.client as usize].push(f.bytes.len());
             // Ack at once: small deltas, so the budget is the limit only at first.
-            inputs.push(Input::Ack { client: f.client, tick });
+            inputs.push(Input::Ack {
+                client: f.client,
+                tick,
+            });
         }
     }
     for (client, s) in sizes.iter().enumerate().skip(1) {
         for window in s.windows(per_s) {
             let total: usize = window.iter().sum();
-            assert!(total <= config.downstream_cap_bytes_per_s as usize, "client {client}: {total} B in one second");
+            assert!(
+                total <= config.downstream_cap_bytes_per_s as usize,
+                "client {client}: {total} B in one second"
+            );
         }
         let mean_bps = s.iter().sum::<usize>() * per_s / s.len();
-        assert!(mean_bps <= config.downstream_avg_bytes_per_s as usize + 100, "client {client}: mean {mean_bps} B/s");
+        assert!(
+            mean_bps <= config.downstream_avg_bytes_per_s as usize + 100,
+            "client {client}: mean {mean_bps} B/s"
+        );
     }
 }
 
 #[test]
 fn entities_left_out_are_sent_later_not_never() {
     // A budget so small that only part of the view fits each snapshot.
-    let config = WorldConfig { downstream_avg_bytes_per_s: 2_000, downstream_cap_bytes_per_s: 2_000, ..dense(9) };
+    let config = WorldConfig {
+        downstream_avg_bytes_per_s: 2_000,
+        downstream_cap_bytes_per_s: 2_000,
+        ..dense(9)
+    };
     let mut world = World::new(config, 1).unwrap();
     let mut decoder = ClientDecoder::new();
     let mut inputs = joins(1);
@@ -53,10 +81,18 @@ fn entities_left_out_are_sent_later_not_never() {
     let mut worst_gap = 0;
     let mut snapshots = 0;
     for tick in 1..=900u32 {
-        let out = world.step(&TickInputs { inputs: std::mem::take(&mut inputs) });
-        let Some(bytes) = out.frame_for(1).map(<[u8]>::to_vec) else { continue };
+        let out = world.step(&TickInputs {
+            inputs: std::mem::take(&mut inputs),
+        });
+        let Some(bytes) = out.frame_for(1).map(<[u8]>::to_vec) else {
+            continue;
+        };
         snapshots += 1;
-        let before: Vec<_> = decoder.newest_tick().and_then(|t| decoder.view(t)).map(<[_]>::to_vec).unwrap_or_default();
+        let before: Vec<_> = decoder
+            .newest_tick()
+            .and_then(|t| decoder.view(t))
+            .map(<[_]>::to_vec)
+            .unwrap_or_default();
         let (_, view) = decoder.decode(&bytes).unwrap();
         // Only entities that stay in view count: one that left and came back starts afresh.
         last_sent.retain(|id, _| view.binary_search_by_key(id, |e| e.id).is_ok());
@@ -77,7 +113,10 @@ fn entities_left_out_are_sent_later_not_never() {
     assert!(worst_gap > 3, "budget was not tight ({worst_gap})");
     // Far entities gain priority slower than near ones (1 vs 16 a snapshot), so they wait
     // longer, but they do get their turn: without accumulation they would wait forever.
-    assert!(worst_gap <= 150, "an entity waited {worst_gap} ticks for an update");
+    assert!(
+        worst_gap <= 150,
+        "an entity waited {worst_gap} ticks for an update"
+    );
 }
 
 #[test]
@@ -89,7 +128,16 @@ fn a_long_ack_gap_gets_a_full_snapshot() {
     let mut acked = 0;
     let mut last_baseline = None;
     for _ in 0..30 {
-        let out = world.step(&TickInputs { inputs: if acked > 0 { vec![Input::Ack { client: 1, tick: acked }] } else { vec![] } });
+        let out = world.step(&TickInputs {
+            inputs: if acked > 0 {
+                vec![Input::Ack {
+                    client: 1,
+                    tick: acked,
+                }]
+            } else {
+                vec![]
+            },
+        });
         if let Some(f) = out.frame_for(1) {
             last_baseline = decode_header(f).unwrap().baseline_tick;
             acked = out.tick;
@@ -103,7 +151,12 @@ fn a_long_ack_gap_gets_a_full_snapshot() {
     }
     let mut full = None;
     for _ in 0..interval {
-        let out = world.step(&TickInputs { inputs: vec![Input::Ack { client: 1, tick: stale }] });
+        let out = world.step(&TickInputs {
+            inputs: vec![Input::Ack {
+                client: 1,
+                tick: stale,
+            }],
+        });
         if let Some(f) = out.frame_for(1) {
             full = Some(decode_header(f).unwrap());
         }
