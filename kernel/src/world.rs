@@ -419,7 +419,7 @@ impl World {
             }
         }
 
-        self.hash_and_snapshot(tick % self.config.snapshot_interval_ticks == 0);
+        self.hash_and_snapshot(true);
         &self.output
     }
 
@@ -629,9 +629,9 @@ impl World {
             .rebuild(avatars.len(), |i| (avatars[i].x_mm, avatars[i].y_mm));
     }
 
-    /// Sharded: leaf hashes of boids and players, and client frames on snapshot ticks.
-    /// Serial: stream leaves, the state root, the frames and their root.
-    fn hash_and_snapshot(&mut self, snapshot_tick: bool) {
+    /// Sharded: leaf hashes of boids and players, and the frames of the clients due a
+    /// snapshot (`build`). Serial: stream leaves, the state root, the frames and their root.
+    fn hash_and_snapshot(&mut self, build: bool) {
         let shards = self.pool.shard_count();
         let counts = hash::chunk_counts(self.boids.len(), self.players.len());
         let (boid_leaves, rest) = self.leaves.split_at_mut(counts[0]);
@@ -651,6 +651,7 @@ impl World {
                 avatar_grid: &self.avatar_grid,
                 boid_count: cfg.boid_count,
             };
+            let interval = cfg.snapshot_interval_ticks;
             let boids = &self.boids;
             let players = &self.players;
             let avatars = &self.avatars;
@@ -673,10 +674,16 @@ impl World {
                     // SAFETY: chunk c belongs to shard c % shards alone.
                     unsafe { *player_leaves.get_mut(c) = *h.finalize().as_bytes() };
                 }
-                if snapshot_tick {
+                if build {
                     // SAFETY: scratch s belongs to shard s alone.
                     let sc = unsafe { scratch.get_mut(s) };
-                    for a in avatars.iter().filter(|a| a.slot as usize % shards == s) {
+                    // Clients are staggered over the interval by slot, so each tick builds an
+                    // equal share of the frames. Those due this tick share one residue of
+                    // slot % interval, so they are spread over shards by slot / interval.
+                    let mine = |a: &&Avatar| {
+                        (a.slot + ctx.tick) % interval == 0 && (a.slot / interval) as usize % shards == s
+                    };
+                    for a in avatars.iter().filter(mine) {
                         // SAFETY: slot a.slot belongs to shard slot % shards alone.
                         let stream = unsafe { streams.get_mut(a.slot as usize) };
                         if let Some(stream) = stream.as_deref_mut() {
@@ -706,8 +713,9 @@ impl World {
         let mut fh = blake3::Hasher::new();
         fh.update(b"MGFR");
         fh.update(&self.tick.to_le_bytes());
-        if snapshot_tick {
-            for a in &self.avatars {
+        if build {
+            let interval = self.config.snapshot_interval_ticks;
+            for a in self.avatars.iter().filter(|a| (a.slot + self.tick) % interval == 0) {
                 let Some(stream) = self.streams[a.slot as usize].as_deref() else {
                     continue;
                 };

@@ -24,12 +24,15 @@ pub const EG_ORDER_MAX: u32 = 31;
 const COUNT_K: u32 = 3;
 /// Exp-Golomb order of the id gaps.
 const ID_GAP_K: u32 = 4;
-/// Exp-Golomb order of the position deltas (qx, qy).
+/// Exp-Golomb order of the position residuals (qx, qy against the prediction).
 const POS_DELTA_K: u32 = 1;
 /// Exp-Golomb order of the velocity deltas (qvx, qvy).
 const VEL_DELTA_K: u32 = 0;
 /// Bits of a new entry's payload after the `is_new` bit: kind, qx, qy, qvx, qvy.
 const NEW_PAYLOAD_BITS: u32 = 2 + 16 + 16 + 8 + 8;
+/// Largest tick interval [`predict`] extrapolates over; longer intervals are treated as
+/// this one, which keeps the prediction within 4096 position units of the baseline.
+pub const PREDICTION_DT_MAX: u32 = 1024;
 
 /// Everything in the byte-aligned frame header except the version byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,12 +128,32 @@ pub fn se_bits(v: i32, k: u32) -> u32 {
     ue_bits(zigzag(v), k)
 }
 
+/// Dead-reckoned position of `base` after `dt_ticks` ticks, in position units (64 mm):
+/// velocities are in 2 mm/tick units, so the displacement is `qv * dt / 32`, rounded
+/// towards negative infinity (arithmetic shift). `dt_ticks` is clamped to
+/// [`PREDICTION_DT_MAX`]; the result is not clamped to the u16 range.
+pub fn predict(base: &ViewEntry, dt_ticks: u32) -> (i32, i32) {
+    // At most 1024, so the cast is exact and |qv * dt| <= 2^17 cannot overflow.
+    let dt = dt_ticks.min(PREDICTION_DT_MAX) as i32;
+    (
+        i32::from(base.qx) + ((i32::from(base.qvx) * dt) >> 5),
+        i32::from(base.qy) + ((i32::from(base.qvy) * dt) >> 5),
+    )
+}
+
+/// Ticks a delta frame's positions are predicted over: its tick minus its baseline's,
+/// modulo 2^32.
+fn frame_dt(header: &FrameHeader, baseline_tick: u32) -> u32 {
+    header.tick.wrapping_sub(baseline_tick)
+}
+
 /// Upper bound of the bits one update takes, whatever update precedes it in the frame:
 /// the id gap is at most `id` and code length never decreases with the value, so the
 /// gap is costed as `ue_bits(id, 4)`; the `is_new` bit and the payload are exact.
-/// `old` is the baseline entry the client holds for this id, if any.
-pub fn update_bits_max(id: u32, old: Option<&ViewEntry>, new: &ViewEntry) -> u32 {
-    ue_bits(id, ID_GAP_K) + 1 + payload_bits(old, new)
+/// `old` is the baseline entry the client holds for this id, if any, and `dt_ticks` the
+/// frame's tick minus the baseline's (wrapping; only used when `old` is `Some`).
+pub fn update_bits_max(id: u32, old: Option<&ViewEntry>, new: &ViewEntry, dt_ticks: u32) -> u32 {
+    ue_bits(id, ID_GAP_K) + 1 + payload_bits(old, new, dt_ticks)
 }
 
 /// Upper bound of the bits one removal takes, whatever removal precedes it.
@@ -149,12 +172,13 @@ pub fn frame_bytes_max(removed_count: u32, update_count: u32, payload_bits: u64)
 }
 
 /// Exact bits of an update after its `is_new` bit.
-fn payload_bits(old: Option<&ViewEntry>, new: &ViewEntry) -> u32 {
+fn payload_bits(old: Option<&ViewEntry>, new: &ViewEntry, dt_ticks: u32) -> u32 {
     match old {
         None => NEW_PAYLOAD_BITS,
         Some(old) => {
-            se_bits(i32::from(new.qx) - i32::from(old.qx), POS_DELTA_K)
-                + se_bits(i32::from(new.qy) - i32::from(old.qy), POS_DELTA_K)
+            let (pred_x, pred_y) = predict(old, dt_ticks);
+            se_bits(i32::from(new.qx) - pred_x, POS_DELTA_K)
+                + se_bits(i32::from(new.qy) - pred_y, POS_DELTA_K)
                 + se_bits(i32::from(new.qvx) - i32::from(old.qvx), VEL_DELTA_K)
                 + se_bits(i32::from(new.qvy) - i32::from(old.qvy), VEL_DELTA_K)
         }
@@ -395,7 +419,8 @@ fn disjoint_ascending(a: &[u32], b: impl Iterator<Item = u32>) -> bool {
 /// Encodes one frame into `out`, which is cleared first. `removed` holds the ids to
 /// remove from the baseline, ascending; `updates` holds (baseline entry if the client
 /// has one, new entry), ascending by the new entry's id. A delta's baseline entry must
-/// have the same id and kind. Only `out` grows; nothing else is allocated.
+/// have the same id and kind. Delta positions are coded against [`predict`] over the
+/// header's tick minus its baseline tick. Only `out` grows; nothing else is allocated.
 pub fn encode_frame(
     out: &mut Vec<u8>,
     header: &FrameHeader,
@@ -424,6 +449,8 @@ pub fn encode_frame(
     out.extend_from_slice(&header.avatar_id.to_le_bytes());
     out.extend_from_slice(&header.score.to_le_bytes());
 
+    // A full snapshot has no deltas, so its dt is never used.
+    let dt = header.baseline_tick.map_or(0, |b| frame_dt(header, b));
     let mut w = BitWriter::new(out);
     w.write_ue(count_u32(removed.len()), COUNT_K);
     let mut prev = None;
@@ -447,8 +474,10 @@ pub fn encode_frame(
             }
             Some(old) => {
                 w.write_bit(false);
-                w.write_se(i32::from(new.qx) - i32::from(old.qx), POS_DELTA_K);
-                w.write_se(i32::from(new.qy) - i32::from(old.qy), POS_DELTA_K);
+                let (pred_x, pred_y) = predict(old, dt);
+                // |prediction| < 2^17, so the residuals cannot overflow.
+                w.write_se(i32::from(new.qx) - pred_x, POS_DELTA_K);
+                w.write_se(i32::from(new.qy) - pred_y, POS_DELTA_K);
                 w.write_se(i32::from(new.qvx) - i32::from(old.qvx), VEL_DELTA_K);
                 w.write_se(i32::from(new.qvy) - i32::from(old.qvy), VEL_DELTA_K);
             }
@@ -574,8 +603,11 @@ fn copy_baseline_below(
     }
 }
 
-fn apply_u16(base: u16, diff: i32, id: u32, field: &'static str) -> Result<u16, DecodeError> {
-    u16::try_from(i64::from(base) + i64::from(diff)).map_err(|_| DecodeError::FieldOutOfRange { id, field })
+/// `pred + residual` as a position; computed in i64 because a malformed frame's residual
+/// can be any i32.
+fn apply_position(pred: i32, residual: i32, id: u32, field: &'static str) -> Result<u16, DecodeError> {
+    u16::try_from(i64::from(pred) + i64::from(residual))
+        .map_err(|_| DecodeError::FieldOutOfRange { id, field })
 }
 
 fn apply_i8(base: i8, diff: i32, id: u32, field: &'static str) -> Result<i8, DecodeError> {
@@ -605,6 +637,8 @@ fn apply_frame_into(
     out: &mut Vec<ViewEntry>,
 ) -> Result<FrameHeader, DecodeError> {
     let header = decode_header(bytes)?;
+    // A full snapshot has no deltas, so its dt is never used.
+    let dt = header.baseline_tick.map_or(0, |b| frame_dt(&header, b));
     let baseline = if header.baseline_tick.is_some() {
         baseline
     } else {
@@ -664,9 +698,10 @@ fn apply_frame_into(
             if removed.current == Some(id) {
                 return Err(DecodeError::DeltaRemoved { id });
             }
+            let (pred_x, pred_y) = predict(base, dt);
             out.push(ViewEntry {
-                qx: apply_u16(base.qx, dqx, id, "qx")?,
-                qy: apply_u16(base.qy, dqy, id, "qy")?,
+                qx: apply_position(pred_x, dqx, id, "qx")?,
+                qy: apply_position(pred_y, dqy, id, "qy")?,
                 qvx: apply_i8(base.qvx, dqvx, id, "qvx")?,
                 qvy: apply_i8(base.qvy, dqvy, id, "qvy")?,
                 ..*base

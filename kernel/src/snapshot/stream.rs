@@ -317,7 +317,7 @@ impl ClientStream {
             for &(_, ci) in &sc.sendable {
                 let e = sc.candidates[ci as usize].1;
                 let old = base.binary_search_by_key(&e.id, |b| b.id).ok().map(|i| &base[i]);
-                let cost = codec::update_bits_max(e.id, old, &e) as u64;
+                let cost = codec::update_bits_max(e.id, old, &e, ctx.tick.wrapping_sub(acked_tick)) as u64;
                 if used_bits + cost <= avail_bits {
                     used_bits += cost;
                     sc.selected[ci as usize] = true;
