@@ -249,10 +249,17 @@ impl<'a> BitWriter<'a> {
         let k = k.min(EG_ORDER_MAX);
         let w = u64::from(v) + (1u64 << k);
         let n = u64::BITS - w.leading_zeros();
-        self.write_bits(0, n - k - 1);
+        let zeros = n - k - 1;
         // The stream is LSB-first, so reversing w's n bits makes its most significant
         // bit the first one written.
-        self.write_bits(w.reverse_bits() >> (u64::BITS - n), n);
+        let code = w.reverse_bits() >> (u64::BITS - n);
+        if zeros + n <= 32 {
+            // The common short code: zeros and value in one write.
+            self.write_bits(code << zeros, zeros + n);
+        } else {
+            self.write_bits(0, zeros);
+            self.write_bits(code, n);
+        }
     }
 
     /// Writes `se(k)` of `v`: zigzag, then `ue(k)`.
@@ -881,7 +888,7 @@ mod tests {
     /// The worked example of SNAPSHOT_FORMAT.md, bytes derived by hand from the spec.
     const EXAMPLE_FRAME: [u8; 28] = [
         0x01, 0x64, 0x00, 0x00, 0x00, 0x62, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00,
-        0x99, 0xAB, 0x93, 0xD3, 0x12, 0x1A, 0x09, 0x2B, 0x80, 0xFF, 0x02,
+        0x99, 0xAB, 0x93, 0xD2, 0x12, 0x1A, 0x09, 0x2B, 0x80, 0xFF, 0x02,
     ];
 
     fn example_baseline() -> [ViewEntry; 3] {
@@ -906,6 +913,8 @@ mod tests {
         let base = example_baseline();
         let new7 = entry(7, 1, 101, 199, 3, 0);
         let new12 = entry(12, 0, 0x1234, 0x0056, -1, 5);
+        // dt = 2: x moves 3 * 2 >> 5 = 0, y moves -2 * 2 >> 5 = -1.
+        assert_eq!(predict(&base[1], 2), (100, 199));
         let mut out = Vec::new();
         encode_frame(
             &mut out,
@@ -955,17 +964,142 @@ mod tests {
         };
         let mut out = Vec::new();
         encode_frame(&mut out, &header, &[3, 4, 10], &[]);
-        let stream: String = (0..(out.len() - FRAME_HEADER_BYTES) * 8)
+        // removed_count 3, gaps 3, 0, 5, update_count 0, then 1 padding bit.
+        assert_eq!(stream_bits(&out), "101110011100001010110000");
+    }
+
+    /// The stream bits of a frame (after the header) as '0'/'1' in stream order.
+    fn stream_bits(frame: &[u8]) -> String {
+        (0..(frame.len() - FRAME_HEADER_BYTES) * 8)
             .map(|i| {
-                if (out[FRAME_HEADER_BYTES + i / 8] >> (i % 8)) & 1 == 1 {
+                if (frame[FRAME_HEADER_BYTES + i / 8] >> (i % 8)) & 1 == 1 {
                     '1'
                 } else {
                     '0'
                 }
             })
-            .collect();
-        // removed_count 3, gaps 3, 0, 5, update_count 0, then 1 padding bit.
-        assert_eq!(stream, "101110011100001010110000");
+            .collect()
+    }
+
+    #[test]
+    fn moving_at_baseline_velocity_costs_two_bits_per_axis() {
+        let dt = 6;
+        let base = entry(0, 0, 1000, 2000, 17, -9);
+        // 17 * 6 = 102 >> 5 = 3; -9 * 6 = -54 >> 5 = -2 (floor of -1.6875).
+        assert_eq!(predict(&base, dt), (1003, 1998));
+        let new = entry(0, 0, 1003, 1998, 17, -9);
+        // se(1) of 0 twice ("10" each), se(0) of 0 twice ("1" each).
+        assert_eq!(payload_bits(Some(&base), &new, dt), 2 + 2 + 1 + 1);
+        assert_eq!(
+            update_bits_max(0, Some(&base), &new, dt),
+            ue_bits(0, ID_GAP_K) + 1 + 6
+        );
+        // Coded against the baseline position instead, dx = 3 would take se(1) of 3, 6 bits.
+        assert_eq!(se_bits(3, POS_DELTA_K), 6);
+
+        let header = FrameHeader {
+            tick: 106,
+            baseline_tick: Some(100),
+            avatar_id: 0,
+            score: 0,
+        };
+        let mut frame = Vec::new();
+        encode_frame(&mut frame, &header, &[], &[(Some(base), new)]);
+        // removed_count 0, update_count 1, gap 0, is_new 0, "10" "10" "1" "1": 20 bits, then
+        // 4 padding bits.
+        assert_eq!(
+            stream_bits(&frame),
+            "1000_1001_10000_0_10_10_1_1_0000".replace('_', "")
+        );
+        let mut view = Vec::new();
+        assert_eq!(apply_frame(&frame, &[base], &mut view), Ok(header));
+        assert_eq!(view, [new]);
+    }
+
+    #[test]
+    fn prediction_floors_negative_velocities() {
+        let at = |qvx: i8, dt: u32| predict(&entry(0, 0, 100, 100, qvx, qvx), dt).0;
+        // -3 * 3 = -9, and -9 >> 5 = -1 (the floor of -0.28), not 0.
+        assert_eq!(at(-3, 3), 99);
+        assert_eq!(at(3, 3), 100);
+        assert_eq!(at(-1, 1), 99);
+        assert_eq!(at(-32, 1), 99);
+        assert_eq!(at(-33, 1), 98);
+        assert_eq!(at(31, 1), 100);
+        assert_eq!(at(32, 1), 101);
+        assert_eq!(at(-128, 0), 100);
+        // Both axes use the same rule.
+        assert_eq!(predict(&entry(0, 0, 100, 100, -3, 3), 3), (99, 100));
+        for qv in i8::MIN..=i8::MAX {
+            for dt in [0u32, 1, 2, 3, 7, 31, 33, 200, 1024] {
+                let floor = (i32::from(qv) * dt as i32).div_euclid(32);
+                assert_eq!(at(qv, dt), 100 + floor, "qv {qv}, dt {dt}");
+            }
+        }
+        // The prediction is not clamped to the u16 range.
+        assert_eq!(
+            predict(&entry(0, 0, 0, 65535, -128, 127), 1024),
+            (-4096, 65535 + 4064)
+        );
+    }
+
+    #[test]
+    fn huge_dt_is_clamped() {
+        let base = entry(5, 0, 0, 65535, -128, 127);
+        let clamped = predict(&base, PREDICTION_DT_MAX);
+        assert_eq!(clamped, (-4096, 65535 + 4064));
+        assert_ne!(predict(&base, PREDICTION_DT_MAX - 1), clamped);
+        for dt in [PREDICTION_DT_MAX + 1, 100_000, u32::MAX] {
+            assert_eq!(predict(&base, dt), clamped, "dt {dt}");
+        }
+
+        // The baseline tick is after the frame's, so dt wraps to 2^32 - 5: clamped to 1024.
+        let header = FrameHeader {
+            tick: 5,
+            baseline_tick: Some(10),
+            avatar_id: 0,
+            score: 0,
+        };
+        let dt = header.tick.wrapping_sub(10);
+        let new = entry(5, 0, 0, 65535, -128, 127);
+        let mut frame = Vec::new();
+        encode_frame(&mut frame, &header, &[], &[(Some(base), new)]);
+        // Residuals +4096 and -4064 against the clamped prediction.
+        let expected = se_bits(4096, POS_DELTA_K) + se_bits(-4064, POS_DELTA_K) + 2;
+        assert_eq!(payload_bits(Some(&base), &new, dt), expected);
+        let exact = ue_bits(0, COUNT_K) + ue_bits(1, COUNT_K) + update_bits_max(5, Some(&base), &new, dt)
+            - ue_bits(5, ID_GAP_K)
+            + ue_bits(5, ID_GAP_K);
+        assert_eq!(frame.len(), FRAME_HEADER_BYTES + exact.div_ceil(8) as usize);
+        let mut view = Vec::new();
+        assert_eq!(apply_frame(&frame, &[base], &mut view), Ok(header));
+        assert_eq!(view, [new]);
+    }
+
+    #[test]
+    fn garbage_residuals_are_out_of_range() {
+        // Residuals of i32::MAX and i32::MIN on top of a prediction that is itself outside
+        // the u16 range: rejected, not overflowed.
+        let base = [entry(0, 0, 65535, 0, 127, -128)];
+        for (rx, ry, field) in [(i32::MAX, 0, "qx"), (-65535 - 4064, i32::MIN, "qy")] {
+            let mut frame = encode_delta(&[], &[]);
+            frame[1..5].copy_from_slice(&2000u32.to_le_bytes());
+            frame.truncate(FRAME_HEADER_BYTES);
+            let mut w = BitWriter::new(&mut frame);
+            w.write_ue(0, COUNT_K);
+            w.write_ue(1, COUNT_K);
+            w.write_ue(0, ID_GAP_K);
+            w.write_bit(false);
+            w.write_se(rx, POS_DELTA_K);
+            w.write_se(ry, POS_DELTA_K);
+            w.write_se(0, VEL_DELTA_K);
+            w.write_se(0, VEL_DELTA_K);
+            w.finish();
+            assert_eq!(
+                apply_frame(&frame, &base, &mut Vec::new()),
+                Err(DecodeError::FieldOutOfRange { id: 0, field })
+            );
+        }
     }
 
     /// Encodes a delta frame against a baseline tick of 1.
@@ -1128,15 +1262,18 @@ mod tests {
             .collect()
     }
 
-    /// A baseline and a new view derived from it: each baseline entry is kept, removed,
-    /// nudged or rewritten (kind kept), and random new ids are added.
-    fn view_pair() -> impl Strategy<Value = (Vec<ViewEntry>, Vec<ViewEntry>)> {
+    /// A tick interval dt, a baseline and a new view dt ticks later derived from it: each
+    /// baseline entry is kept, removed, rewritten (kind kept), nudged from its baseline
+    /// position, or dead-reckoned over dt and nudged, and random new ids are added.
+    /// Velocities (from `fields`) take both signs.
+    fn view_pair() -> impl Strategy<Value = (u32, Vec<ViewEntry>, Vec<ViewEntry>)> {
         (
+            1u32..=200,
             view_map(),
-            prop::collection::vec((0u8..4, fields(), -3i32..=3), 48),
+            prop::collection::vec((0u8..5, fields(), -3i32..=3), 48),
             view_map(),
         )
-            .prop_map(|(base, ops, added)| {
+            .prop_map(|(dt, base, ops, added)| {
                 let mut new = BTreeMap::new();
                 for ((&id, &f), (op, g, nudge)) in base.iter().zip(ops) {
                     let (kind, qx, qy, qvx, qvy) = f;
@@ -1148,10 +1285,16 @@ mod tests {
                         2 => {
                             new.insert(id, (kind, g.1, g.2, g.3, g.4));
                         }
-                        _ => {
+                        3 => {
                             let qx = qx.saturating_add_signed(nudge as i16);
                             let qvy = qvy.saturating_add(nudge as i8);
                             new.insert(id, (kind, qx, qy, qvx, qvy));
+                        }
+                        _ => {
+                            let (px, py) = predict(&entry(id, kind, qx, qy, qvx, qvy), dt);
+                            let on_track = |p: i32| (p + nudge).clamp(0, 65535) as u16;
+                            let qvx = qvx.saturating_add(nudge as i8);
+                            new.insert(id, (kind, on_track(px), on_track(py), qvx, qvy));
                         }
                     }
                 }
@@ -1160,7 +1303,7 @@ mod tests {
                         new.insert(id, f);
                     }
                 }
-                (to_view(&base), to_view(&new))
+                (dt, to_view(&base), to_view(&new))
             })
     }
 
@@ -1185,10 +1328,13 @@ mod tests {
         (removed, updates)
     }
 
-    fn delta_header() -> FrameHeader {
+    /// A delta header `dt` ticks after its baseline; the baseline tick is near the top
+    /// of the u32 range, so the frame's tick wraps for dt above 8.
+    fn delta_header(dt: u32) -> FrameHeader {
+        let baseline_tick = u32::MAX - 9;
         FrameHeader {
-            tick: 9,
-            baseline_tick: Some(8),
+            tick: baseline_tick.wrapping_add(dt),
+            baseline_tick: Some(baseline_tick),
             avatar_id: 42,
             score: 7,
         }
@@ -1196,16 +1342,17 @@ mod tests {
 
     proptest! {
         #[test]
-        fn round_trip((base, new) in view_pair(), send_unchanged in any::<bool>()) {
+        fn round_trip((dt, base, new) in view_pair(), send_unchanged in any::<bool>()) {
             let (removed, updates) = diff(&base, &new, send_unchanged);
+            let header = delta_header(dt);
             let mut frame = Vec::new();
-            encode_frame(&mut frame, &delta_header(), &removed, &updates);
+            encode_frame(&mut frame, &header, &removed, &updates);
             let mut view = vec![entry(1, 0, 0, 0, 0, 0)];
-            prop_assert_eq!(apply_frame(&frame, &base, &mut view), Ok(delta_header()));
+            prop_assert_eq!(apply_frame(&frame, &base, &mut view), Ok(header));
             prop_assert_eq!(&view, &new);
 
             // The same view as a full snapshot.
-            let full = FrameHeader { baseline_tick: None, ..delta_header() };
+            let full = FrameHeader { baseline_tick: None, ..header };
             let inserts: Vec<_> = new.iter().map(|e| (None, *e)).collect();
             encode_frame(&mut frame, &full, &[], &inserts);
             prop_assert_eq!(apply_frame(&frame, &base, &mut view), Ok(full));
@@ -1213,7 +1360,7 @@ mod tests {
         }
 
         #[test]
-        fn length_never_exceeds_bound((base, new) in view_pair()) {
+        fn length_never_exceeds_bound((dt, base, new) in view_pair()) {
             let (removed, updates) = diff(&base, &new, false);
             let mut payload_max = 0u64;
             let mut exact = 0u64;
@@ -1225,13 +1372,13 @@ mod tests {
             }
             let mut prev = None;
             for (old, n) in &updates {
-                let max = update_bits_max(n.id, old.as_ref(), n);
+                let max = update_bits_max(n.id, old.as_ref(), n, dt);
                 payload_max += u64::from(max);
                 exact += u64::from(max - ue_bits(n.id, ID_GAP_K) + ue_bits(id_gap(prev, n.id), ID_GAP_K));
                 prev = Some(n.id);
             }
             let mut frame = Vec::new();
-            encode_frame(&mut frame, &delta_header(), &removed, &updates);
+            encode_frame(&mut frame, &delta_header(dt), &removed, &updates);
             let (rc, uc) = (removed.len() as u32, updates.len() as u32);
             prop_assert!(frame.len() <= frame_bytes_max(rc, uc, payload_max));
             // With the true gaps the cost functions give the exact length.
@@ -1262,10 +1409,10 @@ mod tests {
         }
 
         #[test]
-        fn truncated_and_extended_frames_fail((base, new) in view_pair(), extra in 1usize..4) {
+        fn truncated_and_extended_frames_fail((dt, base, new) in view_pair(), extra in 1usize..4) {
             let (removed, updates) = diff(&base, &new, false);
             let mut frame = Vec::new();
-            encode_frame(&mut frame, &delta_header(), &removed, &updates);
+            encode_frame(&mut frame, &delta_header(dt), &removed, &updates);
             let mut view = Vec::new();
             for len in 0..frame.len() {
                 let result = apply_frame(&frame[..len], &base, &mut view);

@@ -68,6 +68,8 @@ pub(crate) struct SnapshotScratch {
     candidates: Vec<(u64, ViewEntry)>,
     sendable: Vec<(u32, u32)>,
     priority: Vec<u32>,
+    /// For each candidate, its index in the baseline view (`u32::MAX`: not there).
+    base_index: Vec<u32>,
     selected: Vec<bool>,
     removals: Vec<u32>,
     removed: Vec<u32>,
@@ -82,6 +84,7 @@ impl SnapshotScratch {
             candidates: Vec::with_capacity(4 * n),
             sendable: Vec::with_capacity(n),
             priority: Vec::with_capacity(n),
+            base_index: Vec::with_capacity(n),
             selected: Vec::with_capacity(n),
             removals: Vec::with_capacity(n),
             removed: Vec::with_capacity(n),
@@ -261,6 +264,8 @@ impl ClientStream {
         sc.selected.resize(sc.candidates.len(), false);
         sc.priority.clear();
         sc.priority.resize(sc.candidates.len(), 0);
+        sc.base_index.clear();
+        sc.base_index.resize(sc.candidates.len(), u32::MAX);
         {
             let base = &self.arena[base_start..base_start + base_len];
             let (mut bi, mut pi) = (0usize, 0usize);
@@ -276,8 +281,10 @@ impl ClientStream {
                     Some(p) if p.id == e.id => p.priority,
                     _ => 0,
                 };
-                let unchanged = bi < base.len() && base[bi].id == e.id && base[bi] == e;
-                if bi < base.len() && base[bi].id == e.id {
+                let in_base = bi < base.len() && base[bi].id == e.id;
+                let unchanged = in_base && base[bi] == e;
+                if in_base {
+                    sc.base_index[ci] = bi as u32;
                     bi += 1;
                 }
                 if !unchanged {
@@ -316,7 +323,7 @@ impl ClientStream {
             let base = &self.arena[base_start..base_start + base_len];
             for &(_, ci) in &sc.sendable {
                 let e = sc.candidates[ci as usize].1;
-                let old = base.binary_search_by_key(&e.id, |b| b.id).ok().map(|i| &base[i]);
+                let old = base.get(sc.base_index[ci as usize] as usize);
                 let cost = codec::update_bits_max(e.id, old, &e, ctx.tick.wrapping_sub(acked_tick)) as u64;
                 if used_bits + cost <= avail_bits {
                     used_bits += cost;
@@ -331,7 +338,7 @@ impl ClientStream {
             let base = &self.arena[base_start..base_start + base_len];
             for (ci, &(_, e)) in sc.candidates.iter().enumerate() {
                 if sc.selected[ci] {
-                    let old = base.binary_search_by_key(&e.id, |b| b.id).ok().map(|i| base[i]);
+                    let old = base.get(sc.base_index[ci] as usize).copied();
                     sc.updates.push((old, e));
                 }
             }

@@ -185,3 +185,19 @@ fn bad_checkpoints_are_clear_errors() {
     ));
     checkpoint::restore(&bytes, 3).unwrap();
 }
+
+#[test]
+fn the_incremental_root_equals_a_root_recomputed_from_scratch() {
+    let stream = scripted_stream(6, 200, 6);
+    let mut world = World::new(small_config(6), 2).unwrap();
+    for (t, inputs) in stream.iter().enumerate() {
+        let root = world
+            .step(&TickInputs {
+                inputs: inputs.clone(),
+            })
+            .state_root;
+        if t % 7 == 0 {
+            assert_eq!(root, world.recompute_state_root(), "tick {}", t + 1);
+        }
+    }
+}

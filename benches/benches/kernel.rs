@@ -1,0 +1,116 @@
+//! Kernel benchmarks: step time per tick at 5,000 and 50,000 boids with 0, 100 and 1,000
+//! clients on 1 and 2 shards; hashing alone; and, printed while setting up, the bytes
+//! per snapshot and per second each client receives.
+//!
+//! `cargo bench -p migratory-benches --bench kernel` (add `-- step/5000` to filter).
+
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use migratory_kernel::scripted::{Script, ScriptConfig};
+use migratory_kernel::{TickInputs, World, WorldConfig};
+
+/// A world with `clients` scripted players, warmed up until they have spread out.
+struct Session {
+    world: World,
+    script: Script,
+    inputs: TickInputs,
+    last: migratory_kernel::TickOutput,
+}
+
+impl Session {
+    fn new(boids: u32, clients: u32, shards: usize, warm_ticks: u32) -> Session {
+        let config = WorldConfig {
+            boid_count: boids,
+            ..WorldConfig::default()
+        };
+        let world = World::new(config, shards).expect("default config is valid");
+        let script = Script::new(ScriptConfig {
+            clients,
+            join_spread_ticks: 120,
+            ..ScriptConfig::default()
+        });
+        let last = world.output().clone();
+        let mut s = Session {
+            world,
+            script,
+            inputs: TickInputs::default(),
+            last,
+        };
+        for _ in 0..warm_ticks {
+            s.tick();
+        }
+        s
+    }
+
+    /// One tick; returns the time spent in `step` alone.
+    fn tick(&mut self) -> Duration {
+        self.script.next_inputs(&self.world, &self.last, &mut self.inputs);
+        let t0 = Instant::now();
+        let out = self.world.step(&self.inputs);
+        let spent = t0.elapsed();
+        self.last.clone_from(out);
+        spent
+    }
+}
+
+fn step(c: &mut Criterion) {
+    let mut group = c.benchmark_group("step");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4));
+    for boids in [5_000u32, 50_000] {
+        for clients in [0u32, 100, 1_000] {
+            for shards in [1usize, 2] {
+                let mut s = Session::new(boids, clients, shards, 600);
+                let id = BenchmarkId::new(
+                    format!("{boids}boids/{clients}clients"),
+                    format!("{shards}shards"),
+                );
+                group.bench_function(id, |b| {
+                    b.iter_custom(|iters| (0..iters).map(|_| s.tick()).sum());
+                });
+            }
+        }
+    }
+    group.finish();
+}
+
+fn hashing(c: &mut Criterion) {
+    let mut group = c.benchmark_group("hash");
+    group.sample_size(20).measurement_time(Duration::from_secs(3));
+    for (boids, clients) in [(5_000u32, 1_000u32), (50_000, 1_000)] {
+        let s = Session::new(boids, clients, 1, 300);
+        group.bench_function(format!("{boids}boids/{clients}clients/full-root"), |b| {
+            b.iter(|| s.world.recompute_state_root());
+        });
+    }
+    group.finish();
+}
+
+/// Bytes per snapshot and per second per client over 20 s of play at the defaults.
+fn bandwidth(_c: &mut Criterion) {
+    for clients in [32u32, 200, 1_000] {
+        let mut s = Session::new(5_000, clients, 2, 600);
+        let (mut bytes, mut frames, mut max) = (0u64, 0u64, 0usize);
+        for _ in 0..1_200 {
+            s.tick();
+            for f in s.last.frames() {
+                bytes += f.bytes.len() as u64;
+                frames += 1;
+                max = max.max(f.bytes.len());
+            }
+        }
+        let cfg = s.world.config();
+        let per_s = cfg.tick_rate_hz / cfg.snapshot_interval_ticks;
+        println!(
+            "bandwidth/5000boids/{clients}clients: mean {} B/snapshot, max {max} B, mean {} B/s per client",
+            bytes / frames.max(1),
+            bytes * per_s as u64 / frames.max(1)
+        );
+    }
+}
+
+criterion_group!(benches, bandwidth, hashing, step);
+criterion_main!(benches);
