@@ -60,7 +60,11 @@ impl Neighbourhood<'_> {
     /// The boid `id`'s state at the next tick.
     pub fn next(&self, id: u32, b: Boid) -> Boid {
         let f = self.flocking;
-        let amax = f.accel_max_mm_per_tick as i64;
+        let think = f.think_interval_ticks;
+        if self.tick.wrapping_add(id) % think != 0 {
+            return self.glide(b, b.vx, b.vy);
+        }
+        let amax = f.accel_max_mm_per_tick as i64 * think as i64;
         let r = f.neighbour_radius_mm as i64;
         let rs = f.separation_radius_mm as i64;
         let (px, py) = (b.x_mm as i64, b.y_mm as i64);
@@ -88,13 +92,12 @@ impl Neighbourhood<'_> {
                 continue;
             }
             for k in self.grid.cell_range(x, y) {
-                if self.grid.order()[k] == id {
-                    continue;
-                }
                 let o = self.sorted[k];
                 let (dx, dy) = (o.x_mm as i64 - px, o.y_mm as i64 - py);
                 let d2 = dx * dx + dy * dy;
-                if d2 >= r * r {
+                // The boid itself (and any boid on exactly the same spot, which exerts no
+                // direction anyway) is not a neighbour.
+                if d2 >= r * r || d2 == 0 {
                     continue;
                 }
                 count += 1;
@@ -176,21 +179,27 @@ impl Neighbourhood<'_> {
         }
 
         // Wander jitter, keyed by (seed, tick, id).
-        let j = f.wander_jitter_mm_per_tick;
+        let j = f.wander_jitter_mm_per_tick * think;
         if j > 0 {
             let bits = rng::draw(self.seed, self.tick, id, rng::STREAM_WANDER);
             ax += rng::symmetric(bits, j) as i64;
             ay += rng::symmetric(bits.rotate_left(32), j) as i64;
         }
 
-        // Turn limit: the velocity changes by at most `accel_max` a tick.
+        // Turn limit: the velocity changes by at most `accel_max` a tick (per think).
         let a2 = ax * ax + ay * ay;
         if a2 > amax * amax {
             (ax, ay) = with_length(ax, ay, amax);
         }
         let (mut vx, mut vy) = (b.vx as i64 + ax, b.vy as i64 + ay);
-        let s = rng::isqrt((vx * vx + vy * vy) as u64) as i64;
+        let s2 = vx * vx + vy * vy;
         let (smin, smax) = (f.speed_min_mm_per_tick as i64, f.speed_max_mm_per_tick as i64);
+        // Compare squares first: most boids are within the speed band and need no root.
+        let s = if s2 > smax * smax || s2 < smin * smin {
+            rng::isqrt(s2 as u64) as i64
+        } else {
+            smin
+        };
         if s > smax {
             (vx, vy) = with_length(vx, vy, smax);
         } else if s < smin {
@@ -200,9 +209,14 @@ impl Neighbourhood<'_> {
                 with_length(vx, vy, smin)
             };
         }
-        let (vx, vy) = (vx as i32, vy as i32);
+        self.glide(b, vx as i32, vy as i32)
+    }
+
+    /// Moves `b` along (vx, vy), keeping out of water and inside the world. A blocked axis
+    /// reflects the velocity, so the boid turns away.
+    #[inline]
+    fn glide(&self, b: Boid, vx: i32, vy: i32) -> Boid {
         let (x, y) = move_blocked(self.terrain, self.world_size_mm, b.x_mm, b.y_mm, vx, vy);
-        // A blocked axis reflects the velocity, so the boid turns away next tick.
         let vx = if x == b.x_mm + vx { vx } else { -vx };
         let vy = if y == b.y_mm + vy { vy } else { -vy };
         Boid {

@@ -3,11 +3,45 @@
 //! Items in a cell are in ascending id order, so every scan of the grid visits
 //! neighbours in the same order whatever the shard count.
 
+/// Division of a world coordinate by a fixed cell size without a divide instruction:
+/// `floor(v / d) = (v * m) >> 42` with `m = ceil(2^42 / d)` is exact for every
+/// `0 <= v < 2^25` when `d < 2^17` (the rounding error `m * d - 2^42 < d` stays below one
+/// step), which covers every coordinate inside the largest world (2^22 mm).
+#[derive(Clone, Copy, Debug)]
+pub struct CellDivisor {
+    m: u64,
+    limit: i32,
+}
+
+impl CellDivisor {
+    /// A divisor for cells of `d` millimetres (1 ..= 100,000) in a grid of `cols` cells.
+    pub fn new(d: u32, cols: i32) -> CellDivisor {
+        assert!((1..1 << 17).contains(&d), "cell size {d} mm out of range");
+        CellDivisor {
+            m: (1u64 << 42).div_ceil(d as u64),
+            limit: cols - 1,
+        }
+    }
+
+    /// The cell of coordinate `v`, clamped into `0..cols`.
+    #[inline]
+    pub fn cell(&self, v: i32) -> i32 {
+        if v <= 0 {
+            0
+        } else if v >= 1 << 25 {
+            self.limit
+        } else {
+            (((v as u64 * self.m) >> 42) as i32).min(self.limit)
+        }
+    }
+}
+
 /// Points bucketed into square cells; `order` lists item ids cell by cell.
 #[derive(Clone, Debug)]
 pub struct UniformGrid {
     cell_mm: i32,
     cols: i32,
+    div: CellDivisor,
     /// `cell_start[c]..cell_start[c + 1]` indexes `order` for cell `c`.
     cell_start: Vec<u32>,
     /// Item ids sorted by cell, then id.
@@ -25,6 +59,7 @@ impl UniformGrid {
         UniformGrid {
             cell_mm,
             cols,
+            div: CellDivisor::new(cell_mm as u32, cols),
             cell_start: vec![0; (cols * cols + 1) as usize],
             order: Vec::new(),
             cell_of_item: Vec::new(),
@@ -44,7 +79,7 @@ impl UniformGrid {
     /// The column (or row) of a coordinate, clamped into the grid.
     #[inline]
     pub fn coord(&self, v_mm: i32) -> i32 {
-        (v_mm / self.cell_mm).clamp(0, self.cols - 1)
+        self.div.cell(v_mm)
     }
 
     /// Rebuilds from item positions, in id order. Allocates only when `count` grows.
@@ -119,6 +154,21 @@ impl UniformGrid {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cell_divisor_is_exact_over_the_largest_world() {
+        for d in [
+            1u32, 7, 999, 1000, 1024, 2_500, 8_000, 15_000, 65_537, 99_999, 100_000,
+        ] {
+            let cols = ((1u32 << 22).div_ceil(d)) as i32;
+            let div = CellDivisor::new(d, cols);
+            for v in (0..1i32 << 22).step_by(if d < 100 { 1 } else { 3 }) {
+                assert_eq!(div.cell(v), (v / d as i32).min(cols - 1), "v {v} d {d}");
+            }
+            assert_eq!(div.cell(-5), 0);
+            assert_eq!(div.cell(i32::MAX), cols - 1);
+        }
+    }
 
     #[test]
     fn counting_sort_is_stable_and_complete() {

@@ -13,6 +13,7 @@
 //! leaf count u32 | every leaf hash in the order above)`.
 
 use crate::boids::Boid;
+use crate::world::Player;
 
 /// Boids per hash chunk.
 pub const BOIDS_PER_CHUNK: usize = 1024;
@@ -96,6 +97,37 @@ pub fn boid_bytes(boids: &[Boid]) -> &[u8] {
 pub fn boid_chunk(index: u32, boids: &[Boid]) -> [u8; 32] {
     let mut h = leaf_hasher(ChunkKind::Boids, index);
     h.update(boid_bytes(boids));
+    *h.finalize().as_bytes()
+}
+
+/// The leaf hash of player chunk `index`. The records go through one contiguous buffer:
+/// blake3 hashes a large update several chunks at a time, 80-byte updates one block at a time.
+pub fn player_chunk(index: u32, players: &[Player]) -> [u8; 32] {
+    debug_assert!(players.len() <= PLAYERS_PER_CHUNK);
+    let mut buf = [0u8; PLAYERS_PER_CHUNK * 80];
+    for (i, p) in players.iter().enumerate() {
+        buf[i * 80..(i + 1) * 80].copy_from_slice(&p.to_le_bytes());
+    }
+    let mut h = leaf_hasher(ChunkKind::Players, index);
+    h.update(&buf[..players.len() * 80]);
+    *h.finalize().as_bytes()
+}
+
+/// The leaf hash of stream chunk `index` over each slot's stream digest (zeros: no stream).
+pub fn stream_chunk<'a>(
+    index: u32,
+    digests: impl ExactSizeIterator<Item = Option<&'a [u8; 32]>>,
+) -> [u8; 32] {
+    debug_assert!(digests.len() <= STREAMS_PER_CHUNK);
+    let mut buf = [0u8; STREAMS_PER_CHUNK * 32];
+    let n = digests.len();
+    for (i, d) in digests.enumerate() {
+        if let Some(d) = d {
+            buf[i * 32..(i + 1) * 32].copy_from_slice(d);
+        }
+    }
+    let mut h = leaf_hasher(ChunkKind::Streams, index);
+    h.update(&buf[..n * 32]);
     *h.finalize().as_bytes()
 }
 

@@ -24,7 +24,7 @@ pub use boids::Boid;
 pub use config::{ConfigError, WorldConfig};
 pub use input::{Input, Rejections, TickInputs};
 pub use terrain::Terrain;
-pub use world::{ClientFrame, Player, TickOutput, World, WorldError};
+pub use world::{ClientFrame, Player, StreamSummary, TickOutput, World, WorldError};
 
 /// Version of the simulation rules. Bump it whenever the same inputs would produce a
 /// different state or different frames, so recordings can tell they need re-blessing.

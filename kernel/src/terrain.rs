@@ -47,6 +47,7 @@ pub const TERRAIN_HEIGHT_ABS_MAX_MM: i32 = 100_000_000;
 pub struct Terrain {
     cells: u32,
     cell_size_mm: u32,
+    div: crate::grid::CellDivisor,
     heights_mm: Vec<i32>,
     flags: Vec<u8>,
     escape: Vec<[i8; 2]>,
@@ -139,6 +140,7 @@ impl Terrain {
         Ok(Terrain {
             cells,
             cell_size_mm: config.terrain_cell_size_mm,
+            div: crate::grid::CellDivisor::new(config.terrain_cell_size_mm, cells as i32),
             heights_mm,
             flags,
             escape,
@@ -176,8 +178,8 @@ impl Terrain {
     #[inline]
     pub fn cell_index(&self, x_mm: i32, y_mm: i32) -> usize {
         let n = self.cells as i32;
-        let cx = (x_mm / self.cell_size_mm as i32).clamp(0, n - 1);
-        let cy = (y_mm / self.cell_size_mm as i32).clamp(0, n - 1);
+        let cx = self.div.cell(x_mm);
+        let cy = self.div.cell(y_mm);
         (cy * n + cx) as usize
     }
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::boids::{self, Avatar, Boid, Neighbourhood};
 use crate::config::{ConfigError, WorldConfig};
 use crate::grid::UniformGrid;
-use crate::hash::{self, ChunkKind, BOIDS_PER_CHUNK, PLAYERS_PER_CHUNK, STREAMS_PER_CHUNK};
+use crate::hash::{self, BOIDS_PER_CHUNK, PLAYERS_PER_CHUNK, STREAMS_PER_CHUNK};
 use crate::input::{name_is_valid, Input, Rejections, TickInputs, NAME_BYTES_MAX, THROTTLE_MAX};
 use crate::pool::{shard_range, ShardPool, SharedSlice};
 use crate::rng;
@@ -188,6 +188,9 @@ pub struct World {
     input_order: Vec<u32>,
     caught: Vec<u32>,
     leaves: Vec<[u8; 32]>,
+    /// Leaves of chunks whose slots are all free, by chunk index (they never change).
+    empty_player_leaves: Vec<[u8; 32]>,
+    empty_stream_leaves: Vec<[u8; 32]>,
     output: TickOutput,
     #[cfg(feature = "fault-injection")]
     fault: Option<(u32, u32)>,
@@ -274,6 +277,18 @@ impl World {
             input_order: Vec::with_capacity(1024),
             caught: Vec::with_capacity(64),
             leaves: vec![[0; 32]; counts.iter().sum()],
+            empty_player_leaves: (0..counts[1])
+                .map(|c| {
+                    let n = PLAYERS_PER_CHUNK.min(slots - c * PLAYERS_PER_CHUNK);
+                    hash::player_chunk(c as u32, &vec![Player::default(); n])
+                })
+                .collect(),
+            empty_stream_leaves: (0..counts[2])
+                .map(|c| {
+                    let n = STREAMS_PER_CHUNK.min(slots - c * STREAMS_PER_CHUNK);
+                    hash::stream_chunk(c as u32, std::iter::repeat_n(None, n))
+                })
+                .collect(),
             output: TickOutput {
                 frames: Vec::with_capacity(slots),
                 ..TickOutput::default()
@@ -655,6 +670,7 @@ impl World {
             let boids = &self.boids;
             let players = &self.players;
             let avatars = &self.avatars;
+            let empty_player_leaves = &self.empty_player_leaves;
             let boid_leaves = SharedSlice::new(boid_leaves);
             let player_leaves = SharedSlice::new(player_leaves);
             let streams = SharedSlice::new(&mut self.streams);
@@ -666,13 +682,16 @@ impl World {
                     unsafe { *boid_leaves.get_mut(c) = hash::boid_chunk(c as u32, items) };
                 }
                 for c in (s..counts[1]).step_by(shards) {
-                    let mut h = hash::leaf_hasher(ChunkKind::Players, c as u32);
-                    for p in &players[c * PLAYERS_PER_CHUNK..((c + 1) * PLAYERS_PER_CHUNK).min(players.len())]
-                    {
-                        h.update(&p.to_le_bytes());
-                    }
+                    let chunk =
+                        &players[c * PLAYERS_PER_CHUNK..((c + 1) * PLAYERS_PER_CHUNK).min(players.len())];
+                    // A chunk of free slots is all zeros, and its leaf was computed once.
+                    let leaf = if chunk.iter().any(|p| p.active) {
+                        hash::player_chunk(c as u32, chunk)
+                    } else {
+                        empty_player_leaves[c]
+                    };
                     // SAFETY: chunk c belongs to shard c % shards alone.
-                    unsafe { *player_leaves.get_mut(c) = *h.finalize().as_bytes() };
+                    unsafe { *player_leaves.get_mut(c) = leaf };
                 }
                 if build {
                     // SAFETY: scratch s belongs to shard s alone.
@@ -695,12 +714,13 @@ impl World {
             });
         }
         for (c, leaf) in stream_leaves.iter_mut().enumerate() {
-            let mut h = hash::leaf_hasher(ChunkKind::Streams, c as u32);
             let end = ((c + 1) * STREAMS_PER_CHUNK).min(self.streams.len());
-            for s in &self.streams[c * STREAMS_PER_CHUNK..end] {
-                h.update(s.as_ref().map_or(&[0u8; 32], |s| &s.digest));
-            }
-            *leaf = *h.finalize().as_bytes();
+            let chunk = &self.streams[c * STREAMS_PER_CHUNK..end];
+            *leaf = if chunk.iter().any(Option::is_some) {
+                hash::stream_chunk(c as u32, chunk.iter().map(|s| s.as_ref().map(|s| &s.digest)))
+            } else {
+                self.empty_stream_leaves[c]
+            };
         }
         let out = &mut self.output;
         out.state_root = hash::root(
@@ -781,8 +801,10 @@ fn spawn_boid(terrain: &Terrain, cfg: &WorldConfig, bits: u64) -> Boid {
 }
 
 impl World {
-    /// The state root recomputed from scratch, serially, without touching the world: a
-    /// cross-check of the incremental hashing in `step`, and what the hashing benchmark times.
+    /// The state root recomputed serially from the state, without touching the world: a
+    /// cross-check of the shortcuts `step` takes (cached empty leaves, sharded leaves), and
+    /// what the hashing benchmark times. Stream digests are taken as stored; that they match
+    /// their streams is checked by every checkpoint restore, which recomputes them.
     pub fn recompute_state_root(&self) -> [u8; 32] {
         let counts = hash::chunk_counts(self.boids.len(), self.players.len());
         let mut leaves = Vec::with_capacity(counts.iter().sum());
@@ -790,23 +812,13 @@ impl World {
             leaves.push(hash::boid_chunk(c as u32, chunk));
         }
         for (c, chunk) in self.players.chunks(PLAYERS_PER_CHUNK).enumerate() {
-            let mut h = hash::leaf_hasher(ChunkKind::Players, c as u32);
-            for p in chunk {
-                h.update(&p.to_le_bytes());
-            }
-            leaves.push(*h.finalize().as_bytes());
+            leaves.push(hash::player_chunk(c as u32, chunk));
         }
         for (c, chunk) in self.streams.chunks(STREAMS_PER_CHUNK).enumerate() {
-            let mut h = hash::leaf_hasher(ChunkKind::Streams, c as u32);
-            for s in chunk {
-                let digest = s.as_ref().map(|s| {
-                    let mut copy = (**s).clone();
-                    copy.refresh_digest();
-                    copy.digest
-                });
-                h.update(&digest.unwrap_or([0; 32]));
-            }
-            leaves.push(*h.finalize().as_bytes());
+            leaves.push(hash::stream_chunk(
+                c as u32,
+                chunk.iter().map(|s| s.as_ref().map(|s| &s.digest)),
+            ));
         }
         hash::root(
             KERNEL_RULES_VERSION,
@@ -815,5 +827,31 @@ impl World {
             &self.terrain.content_hash(),
             &leaves,
         )
+    }
+}
+
+/// A client stream's state in brief, for tools that explain divergences.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamSummary {
+    pub tokens_bytes: u32,
+    /// Ticks of the snapshots still remembered as possible baselines, ascending.
+    pub remembered_ticks: Vec<u32>,
+    /// (entity id, accumulated priority) of the current interest set.
+    pub interest: Vec<(u32, u32)>,
+    pub digest: [u8; 32],
+}
+
+impl World {
+    /// The snapshot-stream state of the client in `slot`, if one is joined there.
+    pub fn stream_summary(&self, slot: u32) -> Option<StreamSummary> {
+        let s = self.streams.get(slot as usize)?.as_deref()?;
+        let mut remembered_ticks: Vec<u32> = s.remembered().map(|(t, _)| t).collect();
+        remembered_ticks.sort_unstable();
+        Some(StreamSummary {
+            tokens_bytes: s.tokens_bytes,
+            remembered_ticks,
+            interest: s.interest.iter().map(|i| (i.id, i.priority)).collect(),
+            digest: s.digest,
+        })
     }
 }

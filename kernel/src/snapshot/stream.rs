@@ -174,13 +174,17 @@ impl ClientStream {
         let mut h = blake3::Hasher::new();
         h.update(b"MGSS");
         h.update(&self.tokens_bytes.to_le_bytes());
-        for k in 0..BASELINE_RING_LEN {
-            h.update(&self.ring_tick[k].to_le_bytes());
-            if self.ring_tick[k] != NO_TICK {
-                h.update(&self.ring_len[k].to_le_bytes());
-                h.update(&self.ring_digest[k]);
-            }
+        // Live ring entries only, gathered into one buffer so blake3 sees one update.
+        let mut meta = [0u8; BASELINE_RING_LEN * 38];
+        let mut n = 0;
+        for k in (0..BASELINE_RING_LEN).filter(|&k| self.ring_tick[k] != NO_TICK) {
+            meta[n..n + 4].copy_from_slice(&self.ring_tick[k].to_le_bytes());
+            meta[n + 4..n + 6].copy_from_slice(&self.ring_len[k].to_le_bytes());
+            meta[n + 6..n + 38].copy_from_slice(&self.ring_digest[k]);
+            n += 38;
         }
+        h.update(&(n as u32 / 38).to_le_bytes());
+        h.update(&meta[..n]);
         h.update(&(self.interest.len() as u32).to_le_bytes());
         h.update(interest_bytes(&self.interest));
         self.digest = *h.finalize().as_bytes();

@@ -150,13 +150,37 @@ fn casts_catch_only_inside_hunting_fields() {
     walk_to(&mut world, 7, field.x_mm, field.y_mm, 2_000, &mut seq);
     let p = world.players()[0];
     assert!(field.contains(p.x_mm, p.y_mm));
-    // Wait for boids to come back after the walk scattered them, then cast.
-    for _ in 0..200 {
-        if boids_near(&world, p.x_mm, p.y_mm, config.player.cast_radius_mm as i64) > 0 {
+    // Boids flee avatars, so the hunter has to chase one: steer at the nearest boid in
+    // the field until one is within the cast radius (avatars outrun boids).
+    let r = config.player.cast_radius_mm as i64;
+    let mut p = world.players()[0];
+    for _ in 0..1_500 {
+        p = world.players()[0];
+        if field.contains(p.x_mm, p.y_mm) && boids_near(&world, p.x_mm, p.y_mm, r - 200) > 0 {
             break;
         }
-        step(&mut world, vec![]);
+        let target = world
+            .boids()
+            .iter()
+            .filter(|b| field.contains(b.x_mm, b.y_mm))
+            .min_by_key(|b| ((b.x_mm - p.x_mm) as i64).pow(2) + ((b.y_mm - p.y_mm) as i64).pow(2))
+            .copied()
+            .expect("boids in the field");
+        let (dx, dy) = ((target.x_mm - p.x_mm) as f64, (target.y_mm - p.y_mm) as f64);
+        let d = (dx * dx + dy * dy).sqrt().max(1.0);
+        seq += 1;
+        step(
+            &mut world,
+            vec![Input::Steer {
+                client: 7,
+                seq,
+                dir_x: (dx / d * 30_000.0) as i16,
+                dir_y: (dy / d * 30_000.0) as i16,
+                throttle: 100,
+            }],
+        );
     }
+    assert!(field.contains(p.x_mm, p.y_mm), "the chase left the field");
     let before: Vec<_> = world.boids().to_vec();
     let in_radius: Vec<usize> = (0..before.len())
         .filter(|&i| {
