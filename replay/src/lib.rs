@@ -1,1 +1,9 @@
-//! x
+//! Migratory's recordings: the `.mrec` format, replaying and verifying recordings, locating
+//! divergences, and the tools behind the `migratory-replay` CLI. File I/O only: no async,
+//! no network.
+
+pub mod divergence;
+pub mod format;
+pub mod tools;
+
+pub use format::{Recording, RecordingError, RecordingMeta, RecordingWriter, WriterOptions};

@@ -1,1 +1,421 @@
-fn main() {}
+//! `migratory-replay`: run, verify, check, inspect, diff, extract, synthesise and benchmark
+//! recordings. Exit status: 0 all good, 1 a divergence or mismatch was found, 2 the
+//! command could not run (bad arguments, unreadable or corrupted file).
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand};
+use migratory_kernel::scripted::ScriptConfig;
+use migratory_kernel::WorldConfig;
+use migratory_replay::format::WriterOptions;
+use migratory_replay::tools::{self, Divergence, SynthOptions};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "migratory-replay",
+    version,
+    about = "Replay, verify and dissect Migratory recordings (.mrec)"
+)]
+struct Cli {
+    /// Print machine-readable JSON on stdout instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Replay a recording; print the final root and ticks/s.
+    Run {
+        rec: PathBuf,
+        #[arg(long, default_value_t = 1)]
+        shards: usize,
+        /// Stop after this tick.
+        #[arg(long)]
+        until: Option<u32>,
+    },
+    /// Replay at several shard counts and compare every tick with the recording and across runs.
+    Verify {
+        rec: PathBuf,
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4,7")]
+        shards: Vec<usize>,
+        /// Test only: SHARDS:TICK:ENTITY nudges one boid in the run on SHARDS shards.
+        #[arg(long, hide = true)]
+        inject_fault: Option<String>,
+    },
+    /// Verify every recording in a folder at 1 and N shards.
+    Check {
+        dir: PathBuf,
+        #[arg(long, default_value_t = 4)]
+        shards: usize,
+        /// Accept an intended behaviour change: rewrite the stored roots.
+        #[arg(long)]
+        bless: bool,
+    },
+    /// Show the state at a tick, or one entity.
+    Inspect {
+        rec: PathBuf,
+        #[arg(long)]
+        tick: u32,
+        #[arg(long)]
+        entity: Option<u32>,
+    },
+    /// Find the first tick where two recordings differ, then the chunk, entity and field.
+    Diff { a: PathBuf, b: PathBuf },
+    /// Cut a self-contained recording of ticks FROM..=TO out of a longer one.
+    Extract {
+        rec: PathBuf,
+        #[arg(long)]
+        from: u32,
+        #[arg(long)]
+        to: u32,
+        #[arg(short = 'o', long)]
+        out: PathBuf,
+    },
+    /// Generate a recording from seeded scripted players.
+    Synth {
+        #[arg(short = 'o', long)]
+        out: PathBuf,
+        #[command(flatten)]
+        session: SessionArgs,
+    },
+    /// Replay speed side by side at several shard counts.
+    Bench {
+        #[command(flatten)]
+        session: SessionArgs,
+        #[arg(long, value_delimiter = ',', default_value = "1,2")]
+        shards: Vec<usize>,
+    },
+}
+
+#[derive(Args, Debug)]
+struct SessionArgs {
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long, default_value_t = 1_800)]
+    ticks: u32,
+    #[arg(long, default_value_t = 32)]
+    clients: u32,
+    #[arg(long, default_value_t = 5_000)]
+    boids: u32,
+    /// Chance per second, per mille, that a bot leaves (and later rejoins).
+    #[arg(long, default_value_t = 0)]
+    churn: u32,
+    /// Largest ack lag, in ticks.
+    #[arg(long, default_value_t = 12)]
+    ack_lag: u32,
+    /// Frames lost on the way, per mille.
+    #[arg(long, default_value_t = 20)]
+    drop: u32,
+    /// Ticks per input block.
+    #[arg(long, default_value_t = 60)]
+    block_ticks: u32,
+    /// Ticks between checkpoints.
+    #[arg(long, default_value_t = 600)]
+    checkpoint_interval: u32,
+}
+
+impl SessionArgs {
+    fn options(&self, shards: usize) -> SynthOptions {
+        let config = WorldConfig {
+            seed: self.seed,
+            boid_count: self.boids,
+            ..WorldConfig::default()
+        };
+        SynthOptions {
+            script: ScriptConfig {
+                seed: self.seed,
+                clients: self.clients,
+                churn_per_mille_per_s: self.churn,
+                ack_lag_ticks_max: self.ack_lag,
+                drop_per_mille: self.drop,
+                tick_rate_hz: config.tick_rate_hz,
+                ..ScriptConfig::default()
+            },
+            config,
+            ticks: self.ticks,
+            shards,
+            writer: WriterOptions {
+                block_ticks: self.block_ticks,
+                checkpoint_interval_ticks: self.checkpoint_interval,
+                fsync_every_blocks: 0,
+            },
+        }
+    }
+}
+
+/// A progress line on stderr, only when it is a terminal, at most 4 times a second.
+fn progress() -> impl FnMut(u32, u32) {
+    let tty = std::io::stderr().is_terminal();
+    let mut last = Instant::now();
+    move |done, total| {
+        if tty && (last.elapsed() > Duration::from_millis(250) || done == total) {
+            last = Instant::now();
+            let pct = done as u64 * 100 / total.max(1) as u64;
+            eprint!("\r{done}/{total} ticks ({pct}%)");
+            if done == total {
+                eprintln!();
+            }
+            let _ = std::io::stderr().flush();
+        }
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) {
+    match serde_json::to_string_pretty(value) {
+        Ok(s) => println!("{s}"),
+        Err(e) => eprintln!("error: cannot encode the report as JSON: {e}"),
+    }
+}
+
+fn print_divergence(d: &Divergence) {
+    println!(
+        "DIVERGED at tick {} ({}): {} {} vs {} {}",
+        d.tick, d.what, d.a, d.a_root, d.b, d.b_root
+    );
+    if let Some(t) = d.explained_at_tick {
+        println!("  states compared at tick {t}:");
+    }
+    for c in &d.chunks {
+        println!(
+            "  chunk {} #{} (items {}..{})",
+            c.kind, c.index, c.items.0, c.items.1
+        );
+        for f in &c.fields {
+            println!("    {} {}: {} vs {}", f.entity, f.field, f.a, f.b);
+        }
+    }
+    if !d.clients.is_empty() {
+        println!("  frames differ for clients {:?}", d.clients);
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let json = cli.json;
+    let ok = |good: bool| {
+        if good {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        }
+    };
+    match cli.command {
+        Command::Run { rec, shards, until } => {
+            let r = tools::run(&rec, shards, until, &mut progress())?;
+            if json {
+                print_json(&r);
+            } else {
+                println!(
+                    "{}: ticks {}..={} on {} shard(s)",
+                    r.file, r.first_tick, r.final_tick, r.shards
+                );
+                println!("final root {}", r.final_root);
+                println!(
+                    "{:.0} ticks/s ({:.1}x real time)",
+                    r.ticks_per_s, r.real_time_multiple
+                );
+                match r.first_mismatch_tick {
+                    None => println!("every root matches the recording"),
+                    Some(t) => {
+                        println!("roots differ from the recording from tick {t} (run verify for details)")
+                    }
+                }
+                if let Some(t) = &r.torn_tail {
+                    println!("torn tail at byte {}: {} ticks recovered", t.offset, r.ticks);
+                }
+            }
+            Ok(ok(r.roots_match))
+        }
+        Command::Verify {
+            rec,
+            shards,
+            inject_fault,
+        } => {
+            let fault = inject_fault
+                .map(|s| -> anyhow::Result<tools::Fault> {
+                    let p: Vec<&str> = s.split(':').collect();
+                    anyhow::ensure!(p.len() == 3, "--inject-fault takes SHARDS:TICK:ENTITY");
+                    Ok(tools::Fault {
+                        shards: p[0].parse()?,
+                        tick: p[1].parse()?,
+                        entity: p[2].parse()?,
+                    })
+                })
+                .transpose()?;
+            let r = tools::verify(&rec, &shards, fault, &mut progress())?;
+            if json {
+                print_json(&r);
+            } else {
+                println!("{}: {} ticks at shards {:?}", r.file, r.ticks, r.shard_counts);
+                if let Some(t) = &r.torn_tail {
+                    println!(
+                        "torn tail at byte {} ({} bytes lost): {} ticks recovered",
+                        t.offset, t.bytes_lost, r.ticks_recovered
+                    );
+                }
+                if r.rules_version_differs {
+                    println!("note: recorded with other kernel rules; differences are expected");
+                }
+                match &r.divergence {
+                    Some(d) => print_divergence(d),
+                    None if r.end_frame_matches == Some(false) => {
+                        println!("MISMATCH: the end frame's final root or chain differs")
+                    }
+                    None => println!("OK: every tick matches the recording and across shard counts"),
+                }
+            }
+            Ok(ok(r.ok()))
+        }
+        Command::Check { dir, shards, bless } => {
+            let entries = tools::check(&dir, shards, bless)?;
+            let all_ok = entries.iter().all(|e| e.ok);
+            if json {
+                print_json(&entries);
+            } else {
+                for e in &entries {
+                    match (&e.error, bless, e.blessed_first_changed_tick, &e.divergence) {
+                        (Some(err), _, _, _) => println!("FAIL {}: {err}", e.file),
+                        (None, true, Some(t), _) => {
+                            println!("BLESSED {}: roots changed from tick {t}", e.file)
+                        }
+                        (None, _, _, Some(d)) if !e.ok => {
+                            println!("FAIL {}:", e.file);
+                            print_divergence(d);
+                        }
+                        (None, _, _, _) if e.ok => println!("ok {} ({} ticks)", e.file, e.ticks),
+                        (None, _, _, _) => println!("FAIL {}: end frame mismatch", e.file),
+                    }
+                }
+            }
+            Ok(ok(all_ok))
+        }
+        Command::Inspect { rec, tick, entity } => {
+            let r = tools::inspect(&rec, tick, entity)?;
+            if json {
+                print_json(&r);
+            } else {
+                println!("tick {} root {}", r.tick, r.state_root);
+                println!("{} boids, {} players", r.boids, r.players.len());
+                match &r.entity {
+                    Some(e) => println!("{e:?}"),
+                    None => {
+                        for p in &r.players {
+                            println!(
+                                "  slot {} client {} {:?} at ({}, {}) mm, score {}",
+                                p.slot, p.client, p.name, p.x_mm, p.y_mm, p.score
+                            );
+                        }
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Diff { a, b } => {
+            let r = tools::diff(&a, &b)?;
+            if json {
+                print_json(&r);
+            } else if r.config_differs {
+                println!("the recordings are of different worlds (config hashes differ)");
+            } else {
+                match r.first_divergent_tick {
+                    None => println!("identical over ticks {}..={}", r.common_ticks.0, r.common_ticks.1),
+                    Some(t) => {
+                        println!(
+                            "first divergent tick {t} ({}){}",
+                            r.what.as_deref().unwrap_or(""),
+                            if r.inputs_differ {
+                                "; the inputs differ there"
+                            } else {
+                                ""
+                            }
+                        );
+                        for c in &r.chunks {
+                            println!(
+                                "  chunk {} #{} (items {}..{})",
+                                c.kind, c.index, c.items.0, c.items.1
+                            );
+                            for f in &c.fields {
+                                println!("    {} {}: {} vs {}", f.entity, f.field, f.a, f.b);
+                            }
+                        }
+                    }
+                }
+            }
+            Ok(ok(!r.config_differs && r.first_divergent_tick.is_none()))
+        }
+        Command::Extract { rec, from, to, out } => {
+            let r = tools::extract(&rec, from, to, &out)?;
+            if json {
+                print_json(&r);
+            } else {
+                println!(
+                    "wrote {} ({} bytes): state at tick {} and ticks {}..={}",
+                    r.out,
+                    r.bytes,
+                    r.from,
+                    r.from + 1,
+                    r.to
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Synth { out, session } => {
+            let r = tools::synth(&session.options(1), &out)?;
+            if json {
+                print_json(&r);
+            } else {
+                println!(
+                    "wrote {} ({} bytes, {} ticks), final root {}",
+                    out.display(),
+                    r.bytes,
+                    r.ticks,
+                    r.final_root
+                );
+                println!(
+                    "step {:.3} ms/tick, recording {:.4} ms/tick ({:.2}% of the tick)",
+                    r.step_ms_per_tick,
+                    r.record_ms_per_tick,
+                    r.record_fraction * 100.0
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench { session, shards } => {
+            let r = tools::bench(&session.options(1), &shards)?;
+            if json {
+                print_json(&r);
+            } else {
+                println!(
+                    "{} boids, {} clients, {} ticks; recording {} bytes, recording cost {:.2}% of the tick",
+                    r.boids,
+                    r.clients,
+                    r.ticks,
+                    r.recording_bytes,
+                    r.record_fraction * 100.0
+                );
+                for l in &r.lines {
+                    println!(
+                        "  shards {}: {:.0} ticks/s ({:.1}x real time, {:.2}x vs shards {})",
+                        l.shards, l.ticks_per_s, l.real_time_multiple, l.speedup, r.lines[0].shards
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! Explaining a divergence: which leaf of the state tree differs, then which entity and
+//! which fields, with both values.
+
+use migratory_kernel::hash::{self, ChunkId, ChunkKind};
+use migratory_kernel::World;
+use serde::Serialize;
+
+/// One field that differs between two worlds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FieldDiff {
+    /// `boid 17`, `player slot 3 (client 9)` or `stream slot 3`.
+    pub entity: String,
+    /// The boid id or player slot.
+    pub id: u32,
+    pub field: String,
+    pub a: String,
+    pub b: String,
+}
+
+/// A leaf whose hashes differ, and what differs inside it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChunkDiff {
+    pub kind: String,
+    pub index: u32,
+    /// The items (boid ids or slots) the chunk covers.
+    pub items: (u32, u32),
+    pub fields: Vec<FieldDiff>,
+}
+
+/// Most field differences reported per chunk.
+const FIELDS_PER_CHUNK_MAX: usize = 16;
+
+fn field(entity: &str, id: u32, name: &str, a: impl ToString, b: impl ToString, out: &mut Vec<FieldDiff>) {
+    let (a, b) = (a.to_string(), b.to_string());
+    if a != b && out.len() < FIELDS_PER_CHUNK_MAX {
+        out.push(FieldDiff {
+            entity: entity.to_string(),
+            id,
+            field: name.to_string(),
+            a,
+            b,
+        });
+    }
+}
+
+/// Compares two worlds of the same config at the same tick, leaf by leaf.
+pub fn compare(a: &World, b: &World) -> Vec<ChunkDiff> {
+    let counts = hash::chunk_counts(a.boids().len(), a.players().len());
+    let mut diffs = Vec::new();
+    for (i, (ha, hb)) in a.chunk_hashes().iter().zip(b.chunk_hashes()).enumerate() {
+        if ha == hb {
+            continue;
+        }
+        let id: ChunkId = hash::chunk_id(counts, i);
+        let range = id.items();
+        let mut fields = Vec::new();
+        match id.kind {
+            ChunkKind::Boids => {
+                for n in range.clone().take_while(|&n| n < a.boids().len()) {
+                    let (x, y) = (a.boids()[n], b.boids()[n]);
+                    let e = format!("boid {n}");
+                    let n = n as u32;
+                    field(&e, n, "x_mm", x.x_mm, y.x_mm, &mut fields);
+                    field(&e, n, "y_mm", x.y_mm, y.y_mm, &mut fields);
+                    field(&e, n, "vx", x.vx, y.vx, &mut fields);
+                    field(&e, n, "vy", x.vy, y.vy, &mut fields);
+                }
+            }
+            ChunkKind::Players => {
+                for s in range.clone().take_while(|&s| s < a.players().len()) {
+                    let (p, q) = (a.players()[s], b.players()[s]);
+                    let e = format!("player slot {s} (client {})", p.client);
+                    let s = s as u32;
+                    field(&e, s, "active", p.active, q.active, &mut fields);
+                    field(&e, s, "client", p.client, q.client, &mut fields);
+                    field(&e, s, "name", p.name(), q.name(), &mut fields);
+                    field(&e, s, "x_mm", p.x_mm, q.x_mm, &mut fields);
+                    field(&e, s, "y_mm", p.y_mm, q.y_mm, &mut fields);
+                    field(&e, s, "vx", p.vx, q.vx, &mut fields);
+                    field(&e, s, "vy", p.vy, q.vy, &mut fields);
+                    field(
+                        &e,
+                        s,
+                        "dir",
+                        format!("{:?}", (p.dir_x, p.dir_y)),
+                        format!("{:?}", (q.dir_x, q.dir_y)),
+                        &mut fields,
+                    );
+                    field(&e, s, "throttle", p.throttle, q.throttle, &mut fields);
+                    field(&e, s, "score", p.score, q.score, &mut fields);
+                    field(&e, s, "last_seq", p.last_seq, q.last_seq, &mut fields);
+                    field(&e, s, "acked_tick", p.acked_tick, q.acked_tick, &mut fields);
+                    field(
+                        &e,
+                        s,
+                        "cast_ready_tick",
+                        p.cast_ready_tick,
+                        q.cast_ready_tick,
+                        &mut fields,
+                    );
+                }
+            }
+            ChunkKind::Streams => {
+                for s in range.clone().take_while(|&s| s < a.players().len()) {
+                    let (p, q) = (a.stream_summary(s as u32), b.stream_summary(s as u32));
+                    if p == q {
+                        continue;
+                    }
+                    let e = format!("stream slot {s}");
+                    let s = s as u32;
+                    match (p, q) {
+                        (Some(p), Some(q)) => {
+                            field(&e, s, "tokens_bytes", p.tokens_bytes, q.tokens_bytes, &mut fields);
+                            field(
+                                &e,
+                                s,
+                                "remembered_ticks",
+                                format!("{:?}", p.remembered_ticks),
+                                format!("{:?}", q.remembered_ticks),
+                                &mut fields,
+                            );
+                            if p.interest != q.interest {
+                                let at = p
+                                    .interest
+                                    .iter()
+                                    .zip(&q.interest)
+                                    .position(|(x, y)| x != y)
+                                    .unwrap_or(p.interest.len().min(q.interest.len()));
+                                field(
+                                    &e,
+                                    s,
+                                    &format!("interest[{at}] (id, priority)"),
+                                    format!("{:?}", p.interest.get(at)),
+                                    format!("{:?}", q.interest.get(at)),
+                                    &mut fields,
+                                );
+                            }
+                            field(
+                                &e,
+                                s,
+                                "remembered views",
+                                hash::hex(&p.digest),
+                                hash::hex(&q.digest),
+                                &mut fields,
+                            );
+                        }
+                        (p, q) => field(&e, s, "joined", p.is_some(), q.is_some(), &mut fields),
+                    }
+                }
+            }
+        }
+        diffs.push(ChunkDiff {
+            kind: format!("{:?}", id.kind).to_lowercase(),
+            index: id.index,
+            items: (range.start as u32, range.end as u32),
+            fields,
+        });
+    }
+    diffs
+}
