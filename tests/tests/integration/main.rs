@@ -1,0 +1,3 @@
+//! Cross-crate integration tests: the recorded corpora replay to their stored roots.
+
+mod corpus;
