@@ -149,7 +149,7 @@ impl Neighbourhood<'_> {
         let look = f.lookahead_ticks as i64;
         let lx = (px + b.vx as i64 * look).clamp(0, self.world_size_mm as i64 - 1) as i32;
         let ly = (py + b.vy as i64 * look).clamp(0, self.world_size_mm as i64 - 1) as i32;
-        if self.terrain.flags_at(lx, ly) != 0 {
+        if self.terrain.is_dangerous(lx, ly) {
             let e = self.terrain.escape_at(lx, ly);
             let (ex, ey) = if e == [0, 0] {
                 (-(b.vx as i64), -(b.vy as i64))

@@ -116,7 +116,7 @@ impl Default for WorldConfig {
             downstream_avg_bytes_per_s: 12_000,
             downstream_cap_bytes_per_s: 32_000,
             flocking: FlockingConfig {
-                neighbour_radius_mm: 8_000,
+                neighbour_radius_mm: 5_000,
                 separation_radius_mm: 2_500,
                 neighbours_max: 16,
                 cohesion_weight: 8,

@@ -50,6 +50,8 @@ pub struct Terrain {
     div: crate::grid::CellDivisor,
     heights_mm: Vec<i32>,
     flags: Vec<u8>,
+    water_bits: Vec<u64>,
+    danger_bits: Vec<u64>,
     escape: Vec<[i8; 2]>,
     land_cells: Vec<u32>,
     content_hash: [u8; 32],
@@ -134,15 +136,29 @@ impl Terrain {
         hasher.update(&config.terrain_cell_size_mm.to_le_bytes());
         hasher.update(&config.water_level_mm.to_le_bytes());
         hasher.update(&config.slope_max_mm_per_cell.to_le_bytes());
-        for h in &heights_mm {
-            hasher.update(&h.to_le_bytes());
-        }
+        let bytes: Vec<u8> = heights_mm.iter().flat_map(|h| h.to_le_bytes()).collect();
+        hasher.update(&bytes);
+        // One bit per cell: the per-tick lookups then touch 128 KiB for a 1024 x 1024 grid
+        // instead of a megabyte of flag bytes, and stay in cache.
+        let bits = |mask: u8| -> Vec<u64> {
+            let mut v = vec![0u64; expected.div_ceil(64)];
+            for (i, f) in flags.iter().enumerate() {
+                if f & mask != 0 {
+                    v[i / 64] |= 1 << (i % 64);
+                }
+            }
+            v
+        };
+        let water_bits = bits(FLAG_WATER);
+        let danger_bits = bits(FLAG_WATER | FLAG_STEEP);
         Ok(Terrain {
             cells,
             cell_size_mm: config.terrain_cell_size_mm,
             div: crate::grid::CellDivisor::new(config.terrain_cell_size_mm, cells as i32),
             heights_mm,
             flags,
+            water_bits,
+            danger_bits,
             escape,
             land_cells,
             content_hash: *hasher.finalize().as_bytes(),
@@ -192,7 +208,15 @@ impl Terrain {
     /// True where nothing may enter: water.
     #[inline]
     pub fn is_water(&self, x_mm: i32, y_mm: i32) -> bool {
-        self.flags_at(x_mm, y_mm) & FLAG_WATER != 0
+        let i = self.cell_index(x_mm, y_mm);
+        self.water_bits[i / 64] & (1 << (i % 64)) != 0
+    }
+
+    /// True where boids steer away: water or steep.
+    #[inline]
+    pub fn is_dangerous(&self, x_mm: i32, y_mm: i32) -> bool {
+        let i = self.cell_index(x_mm, y_mm);
+        self.danger_bits[i / 64] & (1 << (i % 64)) != 0
     }
 
     /// Escape direction (unnormalised) at a point: away from nearby water and cliffs.
