@@ -122,7 +122,6 @@ fn corrupted(reason: impl Into<String>) -> CheckpointError {
 
 /// Serializes the world's state.
 pub fn save(world: &World) -> Vec<u8> {
-    let interval = world.config.snapshot_interval_ticks;
     let state = CheckpointState {
         config: world.config.clone(),
         terrain_hash: world.terrain.content_hash(),
@@ -143,7 +142,6 @@ pub fn save(world: &World) -> Vec<u8> {
                     })
                     .collect();
                 views.sort_by_key(|v| v.tick);
-                let _ = interval;
                 Some(StreamState {
                     slot: slot as u32,
                     tokens_bytes: s.tokens_bytes,

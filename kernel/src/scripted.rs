@@ -114,11 +114,10 @@ impl Script {
                 continue;
             };
             // Frames: some are lost, the rest get acked after the bot's lag.
-            if let Some(frame) = last.frames().find(|f| f.client == bot.client) {
+            if let Some(frame) = last.frame_for_slot(slot) {
                 let lost = rng::below(bits, 1000) < cfg.drop_per_mille;
-                if !lost && bot.pending.len() < PENDING_ACKS_MAX && frame.bytes.len() >= 5 {
-                    let t =
-                        u32::from_le_bytes([frame.bytes[1], frame.bytes[2], frame.bytes[3], frame.bytes[4]]);
+                if !lost && bot.pending.len() < PENDING_ACKS_MAX && frame.len() >= 5 {
+                    let t = u32::from_le_bytes([frame[1], frame[2], frame[3], frame[4]]);
                     bot.pending.push((tick + bot.lag_ticks, t));
                 }
             }

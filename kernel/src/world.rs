@@ -128,7 +128,8 @@ pub struct TickOutput {
     pub tick: u32,
     /// Root over the whole state after this tick.
     pub state_root: [u8; 32],
-    /// Root over this tick's client frames (all zeros off snapshot ticks... see `frames_root_of`).
+    /// blake3 over this tick's frames: "MGFR", the tick, then per frame (in slot order) the
+    /// client id, the length and the blake3 of the bytes. Ticks without frames hash just the prefix.
     pub frames_root: [u8; 32],
     pub rejected: Rejections,
     pub casts: CastStats,
@@ -151,6 +152,13 @@ impl TickOutput {
     /// The frame for one client, if it got one this tick.
     pub fn frame_for(&self, client: u32) -> Option<&[u8]> {
         self.frames().find(|f| f.client == client).map(|f| f.bytes)
+    }
+
+    /// The frame for the client in `slot`, if it got one this tick (frames are in slot order).
+    pub fn frame_for_slot(&self, slot: u32) -> Option<&[u8]> {
+        let i = self.frames.binary_search_by_key(&slot, |f| f.slot).ok()?;
+        let f = self.frames[i];
+        Some(&self.frame_bytes[f.start as usize..(f.start + f.len) as usize])
     }
 
     /// Number of frames this tick.
