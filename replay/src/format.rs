@@ -516,6 +516,11 @@ impl Recording {
                 "world config invalid or its hash does not match",
             ));
         }
+        // The first replayed tick is `start_tick + 1`: a (forged) start tick of u32::MAX
+        // has none and would overflow every tick computation below.
+        if meta.start_tick == u32::MAX {
+            return Err(corrupted(FILE_HEADER_BYTES, None, "start tick out of range"));
+        }
         let mut rec = Recording {
             format_version: version,
             rules_version: word(12),
@@ -608,6 +613,9 @@ impl Recording {
                         || count == 0
                         || count > BLOCK_TICKS_MAX
                         || !fits
+                        // A (forged) block whose ticks run past u32::MAX is corruption,
+                        // not an overflow in `first + count` below.
+                        || first.checked_add(count).is_none()
                     {
                         return Err(corrupted(
                             offset,

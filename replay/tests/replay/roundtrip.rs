@@ -1,0 +1,189 @@
+//! Writer/reader round trips of random input streams (valid and invalid inputs) with random
+//! block sizes and checkpoint intervals.
+
+use migratory_kernel::{Input, TickInputs, World};
+use migratory_replay::format::{Chain, FrameKind, WriterOptions};
+use migratory_replay::{tools, Recording};
+use proptest::prelude::*;
+
+use crate::{no_progress, recorded_ticks, small_config, TempDir};
+
+fn name() -> impl Strategy<Value = String> {
+    // Valid names, empty ones, over-long ones and ones with control characters.
+    let chars = prop::sample::select(vec!['a', 'b', 'z', '0', ' ', 'é', '鳥', '\n', '\u{7f}']);
+    prop_oneof![
+        3 => prop::collection::vec(chars.clone(), 1..10),
+        1 => prop::collection::vec(chars, 0..40),
+    ]
+    .prop_map(String::from_iter)
+}
+
+fn input() -> impl Strategy<Value = Input> {
+    let client = || 0u32..6;
+    prop_oneof![
+        2 => (client(), name()).prop_map(|(client, name)| Input::Join { client, name }),
+        4 => (client(), 0u32..60, any::<i16>(), any::<i16>(), prop_oneof![0u8..=100, any::<u8>()]).prop_map(
+            |(client, seq, dir_x, dir_y, throttle)| Input::Steer {
+                client,
+                seq,
+                dir_x,
+                dir_y,
+                throttle,
+            }
+        ),
+        1 => (client(), 0u32..60).prop_map(|(client, seq)| Input::Cast { client, seq }),
+        2 => (client(), prop_oneof![0u32..120, any::<u32>()]).prop_map(|(client, tick)| Input::Ack { client, tick }),
+        1 => client().prop_map(|client| Input::Leave { client }),
+    ]
+}
+
+fn session() -> impl Strategy<Value = Vec<TickInputs>> {
+    prop::collection::vec(
+        prop::collection::vec(input(), 0..5).prop_map(|inputs| TickInputs { inputs }),
+        0..100,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_sessions_read_back_exactly(
+        session in session(),
+        seed in 0u64..1000,
+        block_ticks in 1u32..50,
+        checkpoint_interval_ticks in prop_oneof![Just(0u32), 1u32..100],
+    ) {
+        let options = WriterOptions { block_ticks, checkpoint_interval_ticks, fsync_every_blocks: 0 };
+        let config = small_config(seed, 300);
+        let mut world = World::new(config.clone(), 2).unwrap();
+        let start_root = world.state_root();
+        let mut writer = migratory_replay::RecordingWriter::new(Vec::new(), &world, 2, options).unwrap();
+        let mut expected = Vec::new();
+        let mut chain = Chain::start(&config.content_hash());
+        for inputs in &session {
+            let out = world.step(inputs).clone();
+            writer.record(inputs, &out, &world).unwrap();
+            chain.push(out.tick, &out.state_root, &out.frames_root);
+            expected.push((out.tick, inputs.clone(), out.state_root, out.frames_root));
+        }
+        let bytes = writer.finish().unwrap();
+        let n = session.len() as u32;
+
+        let rec = Recording::from_bytes(bytes.clone()).unwrap();
+        prop_assert_eq!(rec.torn_tail.clone(), None);
+        prop_assert_eq!(&rec.meta.config, &config);
+        prop_assert_eq!(rec.meta.start_tick, 0);
+        prop_assert_eq!(rec.recorded_shard_count, 2);
+        prop_assert_eq!(rec.ticks_recovered(), n);
+        let got: Vec<_> = recorded_ticks(&rec)
+            .into_iter()
+            .map(|t| (t.tick, t.inputs, t.state_root, t.frames_root))
+            .collect();
+        prop_assert_eq!(&got, &expected);
+        let end = rec.end.unwrap();
+        prop_assert_eq!(end.final_tick, n);
+        prop_assert_eq!(end.ticks_recorded, n);
+        prop_assert_eq!(end.final_root, world.state_root());
+        prop_assert_eq!(end.chain, chain.0);
+
+        // Reading from the middle gives the tail.
+        let from = n / 2 + 1;
+        let tail: Vec<u32> = rec.ticks_from(from).map(|t| t.unwrap().tick).collect();
+        prop_assert_eq!(tail, (from..=n).collect::<Vec<_>>());
+
+        // Blocks: at most block_ticks each, cut short only by a checkpoint or the end.
+        let is_checkpoint_tick = |t: u32| checkpoint_interval_ticks > 0 && t % checkpoint_interval_ticks == 0;
+        let mut covered = 0;
+        for f in rec.frames.iter().filter(|f| f.kind == FrameKind::Block) {
+            let last = f.first_tick + f.tick_count - 1;
+            prop_assert!(f.tick_count <= block_ticks, "block {:?}", f);
+            prop_assert!(f.tick_count == block_ticks || is_checkpoint_tick(last) || last == n, "block {:?}", f);
+            covered += f.tick_count;
+        }
+        prop_assert_eq!(covered, n);
+
+        // A checkpoint at every multiple of the interval, each restoring the recorded state
+        // completely: its root matches, and it steps on to the next recorded tick.
+        let checkpoint_ticks: Vec<u32> = rec.checkpoints().map(|f| f.first_tick).collect();
+        prop_assert_eq!(checkpoint_ticks, (1..=n).filter(|&t| is_checkpoint_tick(t)).collect::<Vec<_>>());
+        for cp in rec.checkpoints() {
+            let t = cp.first_tick;
+            let mut restored = rec.restore_checkpoint(cp, 1).unwrap();
+            prop_assert_eq!(restored.tick(), t);
+            prop_assert_eq!(restored.state_root(), expected[t as usize - 1].2);
+            if t < n {
+                let next = &expected[t as usize];
+                let out = restored.step(&next.1);
+                prop_assert_eq!((out.state_root, out.frames_root), (next.2, next.3), "tick {} after the checkpoint", t + 1);
+            }
+        }
+        let start = rec.start_world(1).unwrap();
+        prop_assert_eq!(start.state_root(), start_root);
+
+        let dir = TempDir::new("roundtrip");
+        let path = dir.write("session.mrec", &bytes);
+        let report = tools::verify(&path, &[1, 3], None, &mut no_progress()).unwrap();
+        prop_assert!(report.ok(), "{:?}", report);
+        prop_assert_eq!(report.ticks, n);
+        prop_assert_eq!(report.ticks_recovered, n);
+        prop_assert_eq!(report.end_frame_matches, Some(true));
+        prop_assert!(report.divergence.is_none());
+    }
+}
+
+/// The writer refuses a tick out of sequence instead of writing a broken file.
+#[test]
+fn the_writer_refuses_ticks_out_of_order() {
+    let mut world = World::new(small_config(1, 50), 1).unwrap();
+    let mut writer =
+        migratory_replay::RecordingWriter::new(Vec::new(), &world, 1, WriterOptions::default()).unwrap();
+    let inputs = TickInputs::default();
+    let first = world.step(&inputs).clone();
+    writer.record(&inputs, &first, &world).unwrap();
+    let err = writer.record(&inputs, &first, &world).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    let second = world.step(&inputs).clone();
+    writer.record(&inputs, &second, &world).unwrap();
+    let rec = Recording::from_bytes(writer.finish().unwrap()).unwrap();
+    assert_eq!(rec.ticks_recovered(), 2);
+    assert_eq!(rec.end.unwrap().final_root, second.state_root);
+}
+
+/// A recording that starts from a later state begins with that state's checkpoint.
+#[test]
+fn a_recording_from_a_later_tick_starts_with_its_checkpoint() {
+    let mut world = World::new(small_config(2, 200), 1).unwrap();
+    let inputs = TickInputs {
+        inputs: vec![Input::Join {
+            client: 4,
+            name: "late".into(),
+        }],
+    };
+    for _ in 0..17 {
+        world.step(&inputs);
+    }
+    let root_17 = world.state_root();
+    let mut writer =
+        migratory_replay::RecordingWriter::new(Vec::new(), &world, 1, WriterOptions::default()).unwrap();
+    let mut roots = Vec::new();
+    for _ in 0..5 {
+        let out = world.step(&TickInputs::default()).clone();
+        roots.push(out.state_root);
+        writer.record(&TickInputs::default(), &out, &world).unwrap();
+    }
+    let rec = Recording::from_bytes(writer.finish().unwrap()).unwrap();
+    assert_eq!(rec.meta.start_tick, 17);
+    assert_eq!(
+        (rec.first_tick(), rec.last_tick(), rec.ticks_recovered()),
+        (18, 22, 5)
+    );
+    assert_eq!(rec.frames[0].kind, FrameKind::Checkpoint);
+    assert_eq!(rec.frames[0].first_tick, 17);
+    let start = rec.start_world(2).unwrap();
+    assert_eq!((start.tick(), start.state_root()), (17, root_17));
+    let got: Vec<[u8; 32]> = recorded_ticks(&rec).iter().map(|t| t.state_root).collect();
+    assert_eq!(got, roots);
+    assert!(rec.world_at(16, 1).is_err(), "before the start");
+    assert_eq!(rec.world_at(20, 1).unwrap().state_root(), roots[2]);
+}
