@@ -1,0 +1,24 @@
+//! Migratory's live world server: the WebSocket protocol, the fixed-timestep tick thread,
+//! per-client backpressure, session recording, metrics, and a bot load generator.
+//!
+//! This is the only crate with tokio. It only records and feeds inputs: everything a
+//! client is sent comes out of the kernel, and every session is recorded, so a replay of
+//! the recording reproduces every frame byte for byte.
+//!
+//! Entry points: [`server::start`] (used by the `migratory-server` binary and by the
+//! integration tests), [`config::ServerConfig`], and [`bots::run`] for load generation.
+//! The wire protocol is specified in `net/PROTOCOL.md`, the terrain messages in
+//! `net/TERRAIN_WIRE.md`.
+
+pub mod bots;
+pub mod config;
+pub mod connection;
+pub mod metrics;
+pub mod protocol;
+pub mod server;
+pub mod terrain_wire;
+pub mod tick;
+pub mod watchdog;
+
+pub use config::ServerConfig;
+pub use server::{start, ServeOptions, ServerError, ServerHandle, ShutdownReport};

@@ -1,0 +1,193 @@
+//! `migratory-server`: runs a live world. `serve` starts it with the embedded defaults,
+//! `--config FILE` (TOML) overrides them, and the flags override both.
+//!
+//! Prints `listening on ws://ADDR/ws` on stdout once the port is bound. SIGINT/SIGTERM
+//! stop it cleanly (clients closed with 1001, recording finished, exit 0). A bad config
+//! prints `error: ...` naming the key and exits with status 2.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use migratory_net::config::{ConfigError, ServerConfig, DEFAULT_CONFIG_TOML};
+use migratory_net::{ServeOptions, ServerError};
+
+#[derive(Debug, Parser)]
+#[command(name = "migratory-server", version, about = "Migratory's live world server")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a world and serve it over WebSocket until SIGINT/SIGTERM.
+    Serve(ServeArgs),
+    /// Print the default configuration (every key) as TOML.
+    DefaultConfig,
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// TOML file read over the embedded defaults.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Address to listen on (`server.listen`); port 0 picks a free port.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// Kernel shards (`server.shards`).
+    #[arg(long, value_name = "N")]
+    shards: Option<u32>,
+    /// Folder for the session recording (`server.recording.dir`).
+    #[arg(long, value_name = "DIR")]
+    record_dir: Option<PathBuf>,
+    /// Do not record this session (`server.recording.enabled = false`).
+    #[arg(long)]
+    no_record: bool,
+    /// Stop by itself after this many ticks (benchmarks, corpus recordings).
+    #[arg(long, value_name = "TICKS")]
+    run_ticks: Option<u64>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::DefaultConfig => {
+            print!("{DEFAULT_CONFIG_TOML}");
+            ExitCode::SUCCESS
+        }
+        Command::Serve(args) => {
+            let config = match load_config(&args) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            match serve(config, &args) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    // A world or terrain the config describes but that cannot be built is a
+                    // config error too; I/O failures (bind, recording) are not.
+                    let config_error = e.downcast_ref::<ServerError>().is_some_and(|e| {
+                        matches!(
+                            e,
+                            ServerError::Config(_) | ServerError::World(_) | ServerError::Terrain(_)
+                        )
+                    });
+                    ExitCode::from(if config_error { 2 } else { 1 })
+                }
+            }
+        }
+    }
+}
+
+fn load_config(args: &ServeArgs) -> Result<ServerConfig, ConfigError> {
+    let mut config = match &args.config {
+        Some(path) => ServerConfig::from_file(path)?,
+        None => ServerConfig::default(),
+    };
+    if let Some(listen) = &args.listen {
+        config.server.listen = listen.clone();
+    }
+    if let Some(shards) = args.shards {
+        config.server.shards = shards;
+    }
+    if let Some(dir) = &args.record_dir {
+        config.server.recording.dir = dir.clone();
+    }
+    if args.no_record {
+        config.server.recording.enabled = false;
+    }
+    // Flags are checked like file values, naming the key they set.
+    config.validate()?;
+    Ok(config)
+}
+
+fn debug_enabled() -> bool {
+    std::env::var("MIGRATORY_DEBUG").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+fn init_logging(debug: bool) {
+    let default = if debug { "debug" } else { "info" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Logs go to stderr: stdout carries only the lines tools parse.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn serve(config: ServerConfig, args: &ServeArgs) -> anyhow::Result<()> {
+    let debug = debug_enabled();
+    init_logging(debug);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("migratory-io")
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let options = ServeOptions {
+            debug,
+            run_ticks: args.run_ticks,
+        };
+        let handle = migratory_net::start(config, options).await?;
+        {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "listening on {}", handle.ws_url())?;
+            if let Some(p) = handle.recording_path() {
+                writeln!(out, "recording to {}", p.display())?;
+            }
+            out.flush()?;
+        }
+        let stopper = handle.stopper();
+        let wait = handle.wait();
+        tokio::pin!(wait);
+        let report = tokio::select! {
+            // `--run-ticks`: the server stops by itself.
+            r = &mut wait => r?,
+            r = wait_for_signal() => {
+                r?;
+                stopper.stop();
+                wait.await?
+            }
+        };
+        if let Some(e) = &report.tick.recording_error {
+            anyhow::bail!("the recording failed: {e}");
+        }
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "stopped after {} ticks (tick {}), final root {}",
+            report.tick.ticks,
+            report.tick.final_tick,
+            hex(&report.tick.final_root)
+        )?;
+        out.flush()?;
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM"),
+            _ = int.recv() => tracing::info!("SIGINT"),
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+    Ok(())
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

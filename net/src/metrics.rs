@@ -1,0 +1,563 @@
+//! Server metrics: lock-free counters and latency histograms, written by the tick thread
+//! and the connection tasks, rendered in the Prometheus text format for `/metrics`.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// Sub-buckets per power of two: values are kept to within about 3%.
+const SUB_BITS: u32 = 5;
+const SUB: u64 = 1 << SUB_BITS;
+/// Enough buckets for any u64 value.
+const BUCKETS: usize = (SUB as usize) * (64 - SUB_BITS as usize + 1);
+
+/// A log-linear histogram of microsecond values (exact below 32 µs, ~3% above),
+/// recorded with relaxed atomics so the tick thread never takes a lock.
+pub struct Histogram {
+    counts: Box<[AtomicU64]>,
+    count: AtomicU64,
+    sum: AtomicU64,
+    max: AtomicU64,
+}
+
+impl std::fmt::Debug for Histogram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Histogram")
+            .field("count", &self.count())
+            .field("max", &self.max())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            counts: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum: AtomicU64::new(0),
+            max: AtomicU64::new(0),
+        }
+    }
+}
+
+fn bucket_of(v: u64) -> usize {
+    if v < SUB {
+        return v as usize;
+    }
+    let e = 63 - v.leading_zeros(); // >= SUB_BITS
+    let shift = e - SUB_BITS;
+    let sub = (v >> shift) & (SUB - 1);
+    (SUB + shift as u64 * SUB + sub) as usize
+}
+
+/// A representative value of bucket `i` (its midpoint).
+fn value_of(i: usize) -> u64 {
+    let i = i as u64;
+    if i < SUB {
+        return i;
+    }
+    let shift = (i - SUB) / SUB;
+    let sub = (i - SUB) % SUB;
+    let low = (SUB + sub) << shift;
+    low + (1u64 << shift) / 2
+}
+
+impl Histogram {
+    pub fn record(&self, v: u64) {
+        self.counts[bucket_of(v)].fetch_add(1, Relaxed);
+        self.count.fetch_add(1, Relaxed);
+        self.sum.fetch_add(v, Relaxed);
+        self.max.fetch_max(v, Relaxed);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count.load(Relaxed)
+    }
+
+    pub fn sum(&self) -> u64 {
+        self.sum.load(Relaxed)
+    }
+
+    pub fn max(&self) -> u64 {
+        self.max.load(Relaxed)
+    }
+
+    /// The value at quantile `q` (0..=1), or 0 when empty.
+    pub fn quantile(&self, q: f64) -> u64 {
+        let n = self.count();
+        if n == 0 {
+            return 0;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * n as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c.load(Relaxed);
+            if seen >= rank {
+                return value_of(i).min(self.max());
+            }
+        }
+        self.max()
+    }
+}
+
+/// Phases of a tick, for timings and the stall watchdog.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Phase {
+    Idle = 0,
+    /// Draining the connections' events into the tick's inputs.
+    Ingest = 1,
+    /// `World::step`.
+    Step = 2,
+    /// Appending the tick to the recording.
+    Record = 3,
+    /// Encoding SNAPSHOT messages and queueing them for the clients.
+    Handoff = 4,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Idle => "idle",
+            Phase::Ingest => "ingest",
+            Phase::Step => "step",
+            Phase::Record => "record",
+            Phase::Handoff => "handoff",
+        }
+    }
+
+    pub fn from_u8(v: u8) -> Phase {
+        match v {
+            1 => Phase::Ingest,
+            2 => Phase::Step,
+            3 => Phase::Record,
+            4 => Phase::Handoff,
+            _ => Phase::Idle,
+        }
+    }
+}
+
+/// Close codes counted separately (others go to "other").
+pub const COUNTED_CLOSE_CODES: [u16; 7] = [1000, 1001, 1002, 1003, 1008, 1009, 1013];
+
+/// Everything `/metrics` shows.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub ticks_total: AtomicU64,
+    pub current_tick: AtomicU32,
+    pub tick_rate_hz: AtomicU32,
+    /// Ticks whose work took longer than the tick duration.
+    pub tick_overruns_total: AtomicU64,
+    /// Ticks run late, back to back, to catch up.
+    pub ticks_caught_up_total: AtomicU64,
+    /// Deadlines dropped because the loop was too far behind (never simulated).
+    pub ticks_skipped_total: AtomicU64,
+    pub loop_us: Histogram,
+    pub ingest_us: Histogram,
+    pub step_us: Histogram,
+    pub record_us: Histogram,
+    pub handoff_us: Histogram,
+    /// What the tick thread is doing now, and since when (µs since start): for the watchdog.
+    pub phase: std::sync::atomic::AtomicU8,
+    pub phase_started_us: AtomicU64,
+    /// Stamped by a runtime task every 10 ms while the watchdog runs (µs since start).
+    pub runtime_heartbeat_us: AtomicU64,
+
+    /// Clients the kernel has joined.
+    pub clients: AtomicI64,
+    /// Connection tasks alive (the leak check: back to 0 when everyone has gone).
+    pub connections: AtomicI64,
+    pub connections_total: AtomicU64,
+    pub joins_rejected_total: AtomicU64,
+    pub handshake_timeouts_total: AtomicU64,
+
+    pub bytes_sent_total: AtomicU64,
+    pub messages_sent_total: AtomicU64,
+    pub snapshots_sent_total: AtomicU64,
+    pub terrain_bytes_sent_total: AtomicU64,
+    pub bytes_received_total: AtomicU64,
+    pub messages_received_total: AtomicU64,
+    pub pings_total: AtomicU64,
+
+    pub state_updates_dropped_total: AtomicU64,
+    pub overflow_events_total: AtomicU64,
+    pub evictions_total: AtomicU64,
+    pub terrain_evictions_total: AtomicU64,
+
+    pub protocol_errors_total: AtomicU64,
+    pub inputs_rate_limited_total: AtomicU64,
+    pub inputs_stale_total: AtomicU64,
+    pub rejected_unknown_client_total: AtomicU64,
+    pub rejected_duplicate_join_total: AtomicU64,
+    pub rejected_slots_full_total: AtomicU64,
+    pub rejected_name_invalid_total: AtomicU64,
+    pub rejected_out_of_range_total: AtomicU64,
+    pub rejected_stale_seq_total: AtomicU64,
+    pub rejected_ack_from_future_total: AtomicU64,
+
+    pub closes_total: [AtomicU64; COUNTED_CLOSE_CODES.len()],
+    pub closes_other_total: AtomicU64,
+
+    pub recording_bytes: AtomicU64,
+    pub recording_errors_total: AtomicU64,
+}
+
+impl Metrics {
+    pub fn new(tick_rate_hz: u32) -> Arc<Metrics> {
+        let m = Metrics::default();
+        m.tick_rate_hz.store(tick_rate_hz, Relaxed);
+        Arc::new(m)
+    }
+
+    /// Counts a close the server sent with `code`.
+    pub fn count_close(&self, code: u16) {
+        match COUNTED_CLOSE_CODES.iter().position(|&c| c == code) {
+            Some(i) => self.closes_total[i].fetch_add(1, Relaxed),
+            None => self.closes_other_total.fetch_add(1, Relaxed),
+        };
+    }
+
+    /// Closes sent with `code` so far.
+    pub fn closes_with(&self, code: u16) -> u64 {
+        COUNTED_CLOSE_CODES
+            .iter()
+            .position(|&c| c == code)
+            .map_or(0, |i| self.closes_total[i].load(Relaxed))
+    }
+
+    /// All inputs turned down, by the kernel or by the network layer.
+    pub fn inputs_rejected_total(&self) -> u64 {
+        [
+            &self.inputs_rate_limited_total,
+            &self.inputs_stale_total,
+            &self.rejected_unknown_client_total,
+            &self.rejected_duplicate_join_total,
+            &self.rejected_slots_full_total,
+            &self.rejected_name_invalid_total,
+            &self.rejected_out_of_range_total,
+            &self.rejected_stale_seq_total,
+            &self.rejected_ack_from_future_total,
+        ]
+        .iter()
+        .map(|a| a.load(Relaxed))
+        .sum()
+    }
+
+    /// The Prometheus text exposition (version 0.0.4).
+    pub fn render(&self) -> String {
+        let mut o = String::with_capacity(8192);
+        let counter = |o: &mut String, name: &str, help: &str, v: u64| {
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+        };
+        let g = |o: &mut String, name: &str, help: &str, v: i64| {
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        };
+        let l = |a: &AtomicU64| a.load(Relaxed);
+        counter(
+            &mut o,
+            "migratory_ticks_total",
+            "Ticks simulated.",
+            l(&self.ticks_total),
+        );
+        g(
+            &mut o,
+            "migratory_tick",
+            "The newest tick.",
+            self.current_tick.load(Relaxed) as i64,
+        );
+        g(
+            &mut o,
+            "migratory_tick_rate_hz",
+            "Configured tick rate.",
+            self.tick_rate_hz.load(Relaxed) as i64,
+        );
+        counter(
+            &mut o,
+            "migratory_tick_overruns_total",
+            "Ticks whose work took longer than the tick duration.",
+            l(&self.tick_overruns_total),
+        );
+        counter(
+            &mut o,
+            "migratory_ticks_caught_up_total",
+            "Ticks run late, back to back, to catch up.",
+            l(&self.ticks_caught_up_total),
+        );
+        counter(
+            &mut o,
+            "migratory_ticks_skipped_total",
+            "Tick deadlines skipped (not simulated) because the loop fell too far behind.",
+            l(&self.ticks_skipped_total),
+        );
+        summary(
+            &mut o,
+            "migratory_tick_loop_seconds",
+            "Work per tick (ingest + step + record + handoff).",
+            &[("", &self.loop_us)],
+        );
+        summary(
+            &mut o,
+            "migratory_tick_phase_seconds",
+            "Work per tick phase.",
+            &[
+                ("ingest", &self.ingest_us),
+                ("step", &self.step_us),
+                ("record", &self.record_us),
+                ("handoff", &self.handoff_us),
+            ],
+        );
+        g(
+            &mut o,
+            "migratory_clients",
+            "Clients joined in the world.",
+            self.clients.load(Relaxed),
+        );
+        g(
+            &mut o,
+            "migratory_connections",
+            "Live connection tasks.",
+            self.connections.load(Relaxed),
+        );
+        counter(
+            &mut o,
+            "migratory_connections_total",
+            "WebSocket connections accepted.",
+            l(&self.connections_total),
+        );
+        counter(
+            &mut o,
+            "migratory_joins_rejected_total",
+            "Joins the kernel refused (world full).",
+            l(&self.joins_rejected_total),
+        );
+        counter(
+            &mut o,
+            "migratory_handshake_timeouts_total",
+            "Connections closed for not sending HELLO in time.",
+            l(&self.handshake_timeouts_total),
+        );
+        counter(
+            &mut o,
+            "migratory_bytes_sent_total",
+            "Payload bytes sent to clients.",
+            l(&self.bytes_sent_total),
+        );
+        counter(
+            &mut o,
+            "migratory_messages_sent_total",
+            "Messages sent to clients.",
+            l(&self.messages_sent_total),
+        );
+        counter(
+            &mut o,
+            "migratory_snapshots_sent_total",
+            "SNAPSHOT messages sent.",
+            l(&self.snapshots_sent_total),
+        );
+        counter(
+            &mut o,
+            "migratory_terrain_bytes_sent_total",
+            "Terrain message bytes sent.",
+            l(&self.terrain_bytes_sent_total),
+        );
+        counter(
+            &mut o,
+            "migratory_bytes_received_total",
+            "Payload bytes received from clients.",
+            l(&self.bytes_received_total),
+        );
+        counter(
+            &mut o,
+            "migratory_messages_received_total",
+            "Messages received from clients.",
+            l(&self.messages_received_total),
+        );
+        counter(
+            &mut o,
+            "migratory_pings_total",
+            "PINGs answered.",
+            l(&self.pings_total),
+        );
+        counter(
+            &mut o,
+            "migratory_state_updates_dropped_total",
+            "SNAPSHOTs dropped because a client's send queue was full.",
+            l(&self.state_updates_dropped_total),
+        );
+        counter(
+            &mut o,
+            "migratory_overflow_events_total",
+            "Times a client's send queue was found full.",
+            l(&self.overflow_events_total),
+        );
+        counter(
+            &mut o,
+            "migratory_evictions_total",
+            "Clients evicted as too slow (queue overflows or terrain timeout).",
+            l(&self.evictions_total),
+        );
+        counter(
+            &mut o,
+            "migratory_terrain_evictions_total",
+            "Clients evicted because they could not take terrain in time.",
+            l(&self.terrain_evictions_total),
+        );
+        counter(
+            &mut o,
+            "migratory_protocol_errors_total",
+            "Connections closed for a malformed or disallowed message.",
+            l(&self.protocol_errors_total),
+        );
+        let _ = writeln!(
+            o,
+            "# HELP migratory_inputs_rejected_total Client inputs turned down, by reason.\n\
+             # TYPE migratory_inputs_rejected_total counter"
+        );
+        for (reason, a) in [
+            ("rate_limited", &self.inputs_rate_limited_total),
+            ("stale_client_seq", &self.inputs_stale_total),
+            ("unknown_client", &self.rejected_unknown_client_total),
+            ("duplicate_join", &self.rejected_duplicate_join_total),
+            ("slots_full", &self.rejected_slots_full_total),
+            ("name_invalid", &self.rejected_name_invalid_total),
+            ("out_of_range", &self.rejected_out_of_range_total),
+            ("stale_seq", &self.rejected_stale_seq_total),
+            ("ack_from_future", &self.rejected_ack_from_future_total),
+        ] {
+            let _ = writeln!(
+                o,
+                "migratory_inputs_rejected_total{{reason=\"{reason}\"}} {}",
+                l(a)
+            );
+        }
+        let _ = writeln!(
+            o,
+            "# HELP migratory_closes_total Connections the server closed, by close code.\n\
+             # TYPE migratory_closes_total counter"
+        );
+        for (code, a) in COUNTED_CLOSE_CODES.iter().zip(&self.closes_total) {
+            let _ = writeln!(o, "migratory_closes_total{{code=\"{code}\"}} {}", l(a));
+        }
+        let _ = writeln!(
+            o,
+            "migratory_closes_total{{code=\"other\"}} {}",
+            l(&self.closes_other_total)
+        );
+        g(
+            &mut o,
+            "migratory_recording_bytes",
+            "Bytes written to this session's recording.",
+            l(&self.recording_bytes) as i64,
+        );
+        counter(
+            &mut o,
+            "migratory_recording_errors_total",
+            "Recording write failures (recording stops at the first).",
+            l(&self.recording_errors_total),
+        );
+        o
+    }
+}
+
+/// A Prometheus summary (p50, p99, max in seconds) for each labelled histogram.
+fn summary(o: &mut String, name: &str, help: &str, parts: &[(&str, &Histogram)]) {
+    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} summary");
+    for (phase, h) in parts {
+        let label = |extra: &str| {
+            let mut l = Vec::new();
+            if !phase.is_empty() {
+                l.push(format!("phase=\"{phase}\""));
+            }
+            if !extra.is_empty() {
+                l.push(extra.to_string());
+            }
+            if l.is_empty() {
+                String::new()
+            } else {
+                format!("{{{}}}", l.join(","))
+            }
+        };
+        for (q, v) in [
+            ("0.5", h.quantile(0.5)),
+            ("0.99", h.quantile(0.99)),
+            ("1", h.max()),
+        ] {
+            let _ = writeln!(
+                o,
+                "{name}{} {}",
+                label(&format!("quantile=\"{q}\"")),
+                v as f64 / 1e6
+            );
+        }
+        let _ = writeln!(o, "{name}_sum{} {}", label(""), h.sum() as f64 / 1e6);
+        let _ = writeln!(o, "{name}_count{} {}", label(""), h.count());
+    }
+}
+
+/// Finds a sample in a Prometheus text exposition: `name` with exactly the label text
+/// `labels` (e.g. `{quantile="0.99"}` or empty). For tests and tools.
+pub fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+    let key = format!("{name}{labels} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_monotonic_and_close() {
+        let mut last = 0;
+        for v in (0..100_000u64).chain([1 << 40, u64::MAX / 2, u64::MAX]) {
+            let b = bucket_of(v);
+            assert!(b >= last && b < BUCKETS, "{v}");
+            last = b;
+            let r = value_of(b);
+            let err = r.abs_diff(v) as f64 / (v.max(1)) as f64;
+            assert!(err <= 1.0 / SUB as f64, "{v} -> {r}");
+        }
+    }
+
+    #[test]
+    fn quantiles() {
+        let h = Histogram::default();
+        assert_eq!(h.quantile(0.5), 0);
+        for v in 1..=1000 {
+            h.record(v);
+        }
+        let p50 = h.quantile(0.5);
+        assert!((480..=520).contains(&p50), "{p50}");
+        let p99 = h.quantile(0.99);
+        assert!((960..=1000).contains(&p99), "{p99}");
+        assert_eq!(h.max(), 1000);
+    }
+
+    #[test]
+    fn renders_and_parses() {
+        let m = Metrics::new(60);
+        m.ticks_total.store(5, Relaxed);
+        m.loop_us.record(1500);
+        m.count_close(1013);
+        m.count_close(4000);
+        let text = m.render();
+        assert_eq!(sample(&text, "migratory_ticks_total", ""), Some(5.0));
+        assert_eq!(
+            sample(&text, "migratory_closes_total", "{code=\"1013\"}"),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(&text, "migratory_closes_total", "{code=\"other\"}"),
+            Some(1.0)
+        );
+        let p99 = sample(&text, "migratory_tick_loop_seconds", "{quantile=\"0.99\"}").unwrap();
+        assert!((p99 - 0.0015).abs() < 0.0001, "{p99}");
+        assert!(sample(
+            &text,
+            "migratory_tick_phase_seconds",
+            "{phase=\"step\",quantile=\"0.5\"}"
+        )
+        .is_some());
+    }
+}

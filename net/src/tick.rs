@@ -1,0 +1,643 @@
+//! The tick thread: a fixed timestep on a dedicated std thread, off the async runtime.
+//!
+//! Each tick: drain the connections' events into the tick's inputs (joins, coalesced
+//! steering, casts, acks, leaves), step the kernel, append the tick to the recording, then
+//! hand each client its frame with a non-blocking `try_send` into its bounded queue. The
+//! thread never waits on a client: a full queue drops the snapshot and counts it, and a
+//! client that keeps overflowing is asked to close.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, Ordering::Relaxed};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use migratory_kernel::{Input, TickInputs, World};
+use migratory_replay::RecordingWriter;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::mpsc::Sender;
+use tokio::sync::Notify;
+use tokio_tungstenite::tungstenite::Bytes;
+
+use crate::config::BackpressureSection;
+use crate::metrics::{Metrics, Phase};
+use crate::protocol::{self, close_code, Welcome, WireTerrainDescriptor};
+
+/// At most this many events are taken per tick, so a burst cannot stall one tick; the
+/// rest wait for the next.
+const EVENTS_PER_TICK_MAX: usize = 65_536;
+
+/// Why the server asks a connection to close.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CloseRequest {
+    pub code: u16,
+    pub reason: String,
+}
+
+/// What a connection task and the tick thread share about one client.
+#[derive(Debug)]
+pub struct ClientShared {
+    pub client: u32,
+    pub state_updates_dropped: AtomicU64,
+    pub overflow_events: AtomicU64,
+    pub queue_depth_hwm: AtomicUsize,
+    /// Set by the connection after each successful send; the tick thread clears it when
+    /// it counts an overflow, so consecutive overflows are told from separated ones.
+    pub sent_since_overflow: AtomicBool,
+    close: Mutex<Option<CloseRequest>>,
+    close_notify: Notify,
+}
+
+impl ClientShared {
+    pub fn new(client: u32) -> ClientShared {
+        ClientShared {
+            client,
+            state_updates_dropped: AtomicU64::new(0),
+            overflow_events: AtomicU64::new(0),
+            queue_depth_hwm: AtomicUsize::new(0),
+            sent_since_overflow: AtomicBool::new(false),
+            close: Mutex::new(None),
+            close_notify: Notify::new(),
+        }
+    }
+
+    /// Asks the connection to close; the first request wins. Callable from any thread.
+    pub fn request_close(&self, code: u16, reason: impl Into<String>) {
+        let mut slot = self.close.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(CloseRequest {
+                code,
+                reason: reason.into(),
+            });
+            // `notify_one` keeps a permit when nobody waits yet, so the request is not lost.
+            self.close_notify.notify_one();
+        }
+    }
+
+    /// The pending close request, if any.
+    pub fn close_request(&self) -> Option<CloseRequest> {
+        self.close.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Resolves when a close has been requested.
+    pub async fn close_requested(&self) {
+        loop {
+            if self.close_request().is_some() {
+                return;
+            }
+            self.close_notify.notified().await;
+        }
+    }
+}
+
+/// What the tick thread queues for a connection.
+#[derive(Debug)]
+pub enum Outbound {
+    /// The join took effect: send this WELCOME, then the terrain, then snapshots.
+    Welcome(Bytes),
+    /// A SNAPSHOT message (type byte + kernel frame), with the frame's tick.
+    Snapshot { tick: u32, message: Bytes },
+}
+
+/// What connection tasks tell the tick thread.
+#[derive(Debug)]
+pub enum NetEvent {
+    /// A HELLO was accepted: join this client.
+    Hello {
+        client: u32,
+        name: String,
+        shared: Arc<ClientShared>,
+        queue: Sender<Outbound>,
+    },
+    /// INPUT: the newest steering per tick wins; a cast in any of them counts.
+    Input {
+        client: u32,
+        dir_x: i16,
+        dir_y: i16,
+        throttle: u8,
+        cast: bool,
+    },
+    /// ACK: the newest acked tick per tick wins.
+    Ack { client: u32, tick: u32 },
+    /// The connection ended (for any reason).
+    Gone { client: u32 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum JoinState {
+    /// Join fed to this tick's inputs; resolved by its output.
+    Joining,
+    Joined,
+    /// The kernel refused the join; waiting for the connection to go.
+    Rejected,
+}
+
+#[derive(Debug)]
+struct TickClient {
+    state: JoinState,
+    shared: Arc<ClientShared>,
+    queue: Sender<Outbound>,
+    /// No more messages are queued (eviction requested, or the queue is closed).
+    closing: bool,
+    /// The kernel's sequence numbers for this client: steer and cast share one counter.
+    kernel_seq: u32,
+    pending_steer: Option<(i16, i16, u8)>,
+    pending_cast: bool,
+    pending_ack: Option<u32>,
+    overflow_streak: u32,
+}
+
+/// The session recording and its file.
+pub struct Recorder {
+    pub path: PathBuf,
+    writer: Option<RecordingWriter<BufWriter<File>>>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Recorder {
+    pub fn new(path: PathBuf, writer: RecordingWriter<BufWriter<File>>) -> Recorder {
+        Recorder {
+            path,
+            writer: Some(writer),
+        }
+    }
+}
+
+/// Static facts every WELCOME carries.
+#[derive(Clone, Debug)]
+pub struct WelcomeBase {
+    pub tick_rate_hz: u16,
+    pub snapshot_interval_ticks: u16,
+    pub world_size_mm: u32,
+    pub terrain: WireTerrainDescriptor,
+}
+
+/// How the loop runs.
+#[derive(Clone, Debug)]
+pub struct TickSettings {
+    pub shards: usize,
+    pub catch_up_ticks_max: u32,
+    pub backpressure: BackpressureSection,
+    /// Stop by itself after this many ticks (None: until shut down).
+    pub run_ticks: Option<u64>,
+    /// Per-phase timings at DEBUG once a second.
+    pub debug: bool,
+}
+
+/// What the loop leaves behind.
+#[derive(Clone, Debug)]
+pub struct TickReport {
+    pub ticks: u64,
+    pub final_tick: u32,
+    pub final_root: [u8; 32],
+    pub recording: Option<PathBuf>,
+    /// Set when the recording hit a write error (it stopped there).
+    pub recording_error: Option<String>,
+}
+
+/// For a tick `lateness` past its deadline: whether it runs late (at least a whole tick
+/// behind, so it is a catch-up tick), and how many later deadlines to skip so that at
+/// most `catch_up_ticks_max` ticks are run back to back.
+fn catch_up(lateness: Duration, dt_ns: u64, catch_up_ticks_max: u32) -> (bool, u64) {
+    let behind = (lateness.as_nanos() / u128::from(dt_ns.max(1))).min(u128::from(u64::MAX)) as u64;
+    (behind >= 1, behind.saturating_sub(u64::from(catch_up_ticks_max)))
+}
+
+/// The tick thread's state.
+pub struct TickLoop {
+    world: World,
+    settings: TickSettings,
+    events: mpsc::Receiver<NetEvent>,
+    metrics: Arc<Metrics>,
+    recorder: Option<Recorder>,
+    recording_error: Option<String>,
+    welcome: WelcomeBase,
+    clients: BTreeMap<u32, TickClient>,
+    inputs: TickInputs,
+    shutdown: Arc<AtomicBool>,
+    epoch: Instant,
+}
+
+impl std::fmt::Debug for TickLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TickLoop")
+            .field("tick", &self.world.tick())
+            .field("clients", &self.clients.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TickLoop {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        world: World,
+        settings: TickSettings,
+        events: mpsc::Receiver<NetEvent>,
+        metrics: Arc<Metrics>,
+        recorder: Option<Recorder>,
+        welcome: WelcomeBase,
+        shutdown: Arc<AtomicBool>,
+        epoch: Instant,
+    ) -> TickLoop {
+        TickLoop {
+            world,
+            settings,
+            events,
+            metrics,
+            recorder,
+            recording_error: None,
+            welcome,
+            clients: BTreeMap::new(),
+            inputs: TickInputs::default(),
+            shutdown,
+            epoch,
+        }
+    }
+
+    fn set_phase(&self, phase: Phase) {
+        self.metrics
+            .phase_started_us
+            .store(self.epoch.elapsed().as_micros() as u64, Relaxed);
+        self.metrics.phase.store(phase as u8, Relaxed);
+    }
+
+    /// Runs until shut down (or `run_ticks`), then finishes the recording.
+    pub fn run(mut self) -> TickReport {
+        let hz = self.world.config().tick_rate_hz.max(1) as u64;
+        let dt_ns = 1_000_000_000 / hz;
+        let dt = Duration::from_nanos(dt_ns);
+        let mut next = Instant::now();
+        let mut ran: u64 = 0;
+        let mut last_debug = Instant::now();
+        while !self.shutdown.load(Ordering::Acquire) {
+            if self.settings.run_ticks.is_some_and(|n| ran >= n) {
+                break;
+            }
+            let now = Instant::now();
+            if now < next {
+                // Sleep in slices so a shutdown is seen within a few milliseconds.
+                std::thread::sleep((next - now).min(Duration::from_millis(5)));
+                continue;
+            }
+            let (late, skip) = catch_up(now - next, dt_ns, self.settings.catch_up_ticks_max);
+            if skip > 0 {
+                // Too far behind to catch up: drop the excess deadlines. The tick number
+                // stays dense, so the recording and replays do not notice.
+                next += Duration::from_nanos(dt_ns.saturating_mul(skip));
+                self.metrics.ticks_skipped_total.fetch_add(skip, Relaxed);
+            }
+            if late {
+                self.metrics.ticks_caught_up_total.fetch_add(1, Relaxed);
+            }
+            let work = self.tick_once();
+            if work > dt {
+                self.metrics.tick_overruns_total.fetch_add(1, Relaxed);
+            }
+            ran += 1;
+            next += dt;
+            if self.settings.debug && last_debug.elapsed() >= Duration::from_secs(1) {
+                last_debug = Instant::now();
+                let m = &self.metrics;
+                tracing::debug!(
+                    tick = self.world.tick(),
+                    loop_p50_us = m.loop_us.quantile(0.5),
+                    loop_p99_us = m.loop_us.quantile(0.99),
+                    ingest_p99_us = m.ingest_us.quantile(0.99),
+                    step_p99_us = m.step_us.quantile(0.99),
+                    record_p99_us = m.record_us.quantile(0.99),
+                    handoff_p99_us = m.handoff_us.quantile(0.99),
+                    clients = self.clients.len(),
+                    "tick phase timings"
+                );
+            }
+        }
+        self.finish(ran)
+    }
+
+    /// One tick; returns the time its work took.
+    fn tick_once(&mut self) -> Duration {
+        let t0 = Instant::now();
+        self.set_phase(Phase::Ingest);
+        self.ingest();
+        let t1 = Instant::now();
+        self.set_phase(Phase::Step);
+        self.world.step(&self.inputs);
+        let t2 = Instant::now();
+        self.set_phase(Phase::Record);
+        self.record();
+        let t3 = Instant::now();
+        self.set_phase(Phase::Handoff);
+        self.handoff();
+        let t4 = Instant::now();
+        self.set_phase(Phase::Idle);
+        let m = &self.metrics;
+        let us = |d: Duration| d.as_micros() as u64;
+        m.ingest_us.record(us(t1 - t0));
+        m.step_us.record(us(t2 - t1));
+        m.record_us.record(us(t3 - t2));
+        m.handoff_us.record(us(t4 - t3));
+        m.loop_us.record(us(t4 - t0));
+        m.ticks_total.fetch_add(1, Relaxed);
+        m.current_tick.store(self.world.tick(), Relaxed);
+        t4 - t0
+    }
+
+    /// Turns the events received since the last tick into this tick's inputs.
+    fn ingest(&mut self) {
+        let inputs = &mut self.inputs.inputs;
+        inputs.clear();
+        for _ in 0..EVENTS_PER_TICK_MAX {
+            let Ok(event) = self.events.try_recv() else {
+                break;
+            };
+            match event {
+                NetEvent::Hello {
+                    client,
+                    name,
+                    shared,
+                    queue,
+                } => {
+                    inputs.push(Input::Join { client, name });
+                    self.clients.insert(
+                        client,
+                        TickClient {
+                            state: JoinState::Joining,
+                            shared,
+                            queue,
+                            closing: false,
+                            kernel_seq: 0,
+                            pending_steer: None,
+                            pending_cast: false,
+                            pending_ack: None,
+                            overflow_streak: 0,
+                        },
+                    );
+                }
+                NetEvent::Input {
+                    client,
+                    dir_x,
+                    dir_y,
+                    throttle,
+                    cast,
+                } => {
+                    if let Some(c) = self.clients.get_mut(&client) {
+                        c.pending_steer = Some((dir_x, dir_y, throttle));
+                        c.pending_cast |= cast;
+                    }
+                }
+                NetEvent::Ack { client, tick } => {
+                    if let Some(c) = self.clients.get_mut(&client) {
+                        c.pending_ack = Some(c.pending_ack.map_or(tick, |t| t.max(tick)));
+                    }
+                }
+                NetEvent::Gone { client } => {
+                    if let Some(c) = self.clients.remove(&client) {
+                        match c.state {
+                            JoinState::Joined => {
+                                inputs.push(Input::Leave { client });
+                                self.metrics.clients.fetch_sub(1, Relaxed);
+                            }
+                            // Joined and gone within one tick: the join never happens.
+                            JoinState::Joining => inputs
+                                .retain(|i| !matches!(i, Input::Join { client: c2, .. } if *c2 == client)),
+                            JoinState::Rejected => {}
+                        }
+                    }
+                }
+            }
+        }
+        for (&client, c) in self.clients.iter_mut() {
+            if c.state == JoinState::Rejected {
+                continue;
+            }
+            // Steering and casting share the kernel's per-client sequence, and the kernel
+            // applies all steers of a tick before its casts: coalescing to one steer and one
+            // cast a tick keeps every cast from being stale.
+            if let Some((dir_x, dir_y, throttle)) = c.pending_steer.take() {
+                c.kernel_seq = c.kernel_seq.wrapping_add(1);
+                inputs.push(Input::Steer {
+                    client,
+                    seq: c.kernel_seq,
+                    dir_x,
+                    dir_y,
+                    throttle,
+                });
+            }
+            if std::mem::take(&mut c.pending_cast) {
+                c.kernel_seq = c.kernel_seq.wrapping_add(1);
+                inputs.push(Input::Cast {
+                    client,
+                    seq: c.kernel_seq,
+                });
+            }
+            if let Some(tick) = c.pending_ack.take() {
+                inputs.push(Input::Ack { client, tick });
+            }
+        }
+    }
+
+    fn record(&mut self) {
+        let Some(rec) = self.recorder.as_mut() else {
+            return;
+        };
+        let Some(writer) = rec.writer.as_mut() else {
+            return;
+        };
+        let result = writer.record(&self.inputs, self.world.output(), &self.world);
+        match result {
+            Ok(()) => self
+                .metrics
+                .recording_bytes
+                .store(writer.bytes_written(), Relaxed),
+            Err(e) => {
+                // The live world goes on; the recording stops here and says so.
+                tracing::error!(path = %rec.path.display(), error = %e, "recording write failed; recording stopped");
+                self.metrics.recording_errors_total.fetch_add(1, Relaxed);
+                self.recording_error = Some(e.to_string());
+                rec.writer = None;
+            }
+        }
+    }
+
+    /// WELCOMEs for this tick's joins, closes for refused ones, then every frame.
+    fn handoff(&mut self) {
+        let out = self.world.output();
+        let m = &self.metrics;
+        let r = &out.rejected;
+        for (a, v) in [
+            (&m.rejected_unknown_client_total, r.unknown_client),
+            (&m.rejected_duplicate_join_total, r.duplicate_join),
+            (&m.rejected_slots_full_total, r.slots_full),
+            (&m.rejected_name_invalid_total, r.name_invalid),
+            (&m.rejected_out_of_range_total, r.out_of_range),
+            (&m.rejected_stale_seq_total, r.stale_seq),
+            (&m.rejected_ack_from_future_total, r.ack_from_future),
+        ] {
+            if v > 0 {
+                a.fetch_add(v as u64, Relaxed);
+            }
+        }
+        for j in &out.joined {
+            let Some(c) = self.clients.get_mut(&j.client) else {
+                continue;
+            };
+            c.state = JoinState::Joined;
+            m.clients.fetch_add(1, Relaxed);
+            let w = Welcome {
+                protocol_version: protocol::PROTOCOL_VERSION,
+                client_id: j.client,
+                avatar_id: j.avatar_id,
+                slot: j.slot,
+                join_tick: out.tick,
+                tick_rate_hz: self.welcome.tick_rate_hz,
+                snapshot_interval_ticks: self.welcome.snapshot_interval_ticks,
+                world_size_mm: self.welcome.world_size_mm,
+                terrain: self.welcome.terrain,
+            };
+            let msg = Bytes::from(protocol::encode_welcome(&w));
+            // Nothing is queued before the WELCOME, so it always fits an open queue.
+            if c.queue.try_send(Outbound::Welcome(msg)).is_err() {
+                c.closing = true;
+            }
+        }
+        let slots = self.world.config().client_slots_max;
+        for (&client, c) in self.clients.iter_mut() {
+            if c.state == JoinState::Joining {
+                c.state = JoinState::Rejected;
+                c.closing = true;
+                m.joins_rejected_total.fetch_add(1, Relaxed);
+                let reason = if r.slots_full > 0 {
+                    format!("world full: all {slots} client slots are taken")
+                } else {
+                    "join refused by the world".to_string()
+                };
+                tracing::info!(client, %reason, "join refused");
+                c.shared.request_close(close_code::TRY_AGAIN_LATER, reason);
+            }
+        }
+        let bp = &self.settings.backpressure;
+        for f in out.frames() {
+            let Some(c) = self.clients.get_mut(&f.client) else {
+                continue;
+            };
+            if c.state != JoinState::Joined || c.closing {
+                continue;
+            }
+            let message = Bytes::from(protocol::encode_snapshot(f.bytes));
+            match c.queue.try_send(Outbound::Snapshot {
+                tick: out.tick,
+                message,
+            }) {
+                Ok(()) => {
+                    let depth = c.queue.max_capacity() - c.queue.capacity();
+                    c.shared.queue_depth_hwm.fetch_max(depth, Relaxed);
+                }
+                Err(TrySendError::Full(_)) => {
+                    let s = &c.shared;
+                    s.state_updates_dropped.fetch_add(1, Relaxed);
+                    s.overflow_events.fetch_add(1, Relaxed);
+                    m.state_updates_dropped_total.fetch_add(1, Relaxed);
+                    m.overflow_events_total.fetch_add(1, Relaxed);
+                    c.overflow_streak = if s.sent_since_overflow.swap(false, Relaxed) {
+                        1
+                    } else {
+                        c.overflow_streak + 1
+                    };
+                    let streak = c.overflow_streak;
+                    if bp.log_overflow_at_warn {
+                        tracing::warn!(
+                            client = f.client,
+                            tick = out.tick,
+                            streak,
+                            "send queue full: snapshot dropped"
+                        );
+                    } else {
+                        tracing::debug!(
+                            client = f.client,
+                            tick = out.tick,
+                            streak,
+                            "send queue full: snapshot dropped"
+                        );
+                    }
+                    if streak >= bp.grace_overflow_events {
+                        c.closing = true;
+                        m.evictions_total.fetch_add(1, Relaxed);
+                        c.shared.request_close(
+                            bp.eviction_close_code,
+                            format!("too slow: {streak} snapshots in a row did not fit the send queue"),
+                        );
+                    }
+                }
+                Err(TrySendError::Closed(_)) => c.closing = true,
+            }
+        }
+    }
+
+    fn finish(mut self, ran: u64) -> TickReport {
+        self.set_phase(Phase::Idle);
+        let mut path = None;
+        if let Some(mut rec) = self.recorder.take() {
+            if let Some(writer) = rec.writer.take() {
+                match writer.finish() {
+                    Ok(_) => {
+                        tracing::info!(path = %rec.path.display(), tick = self.world.tick(), "recording finished")
+                    }
+                    Err(e) => {
+                        tracing::error!(path = %rec.path.display(), error = %e, "finishing the recording failed");
+                        self.metrics.recording_errors_total.fetch_add(1, Relaxed);
+                        self.recording_error = Some(e.to_string());
+                    }
+                }
+            }
+            path = Some(rec.path);
+        }
+        TickReport {
+            ticks: ran,
+            final_tick: self.world.tick(),
+            final_root: self.world.state_root(),
+            recording: path,
+            recording_error: self.recording_error,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn late_ticks_catch_up_a_bounded_number_then_skip() {
+        let dt = 16_666_666;
+        let ms = Duration::from_millis;
+        assert_eq!(catch_up(ms(3), dt, 4), (false, 0));
+        assert_eq!(catch_up(ms(20), dt, 4), (true, 0));
+        // 5 ticks behind with a cap of 4: one deadline is dropped.
+        assert_eq!(catch_up(ms(84), dt, 4), (true, 1));
+        assert_eq!(catch_up(Duration::from_secs(1), dt, 4), (true, 56));
+        assert_eq!(catch_up(Duration::from_secs(1), dt, 0), (true, 60));
+    }
+
+    #[test]
+    fn close_requests_keep_the_first() {
+        let s = ClientShared::new(7);
+        assert_eq!(s.close_request(), None);
+        s.request_close(1013, "slow");
+        s.request_close(1001, "shutdown");
+        assert_eq!(
+            s.close_request(),
+            Some(CloseRequest {
+                code: 1013,
+                reason: "slow".into()
+            })
+        );
+    }
+}

@@ -1,0 +1,118 @@
+//! Slow clients: one that stops reading is evicted (1013) after the configured overflows,
+//! or at once when it cannot take the terrain in time, and neither the tick nor the other
+//! clients notice.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use futures_util::SinkExt;
+use migratory_net::config::ServerConfig;
+use migratory_net::protocol::{self, PROTOCOL_VERSION};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::common::{self, Witness};
+
+/// A world with a big terrain (1024 x 1024 cells, about 2 MB on the wire), so a client that
+/// does not read blocks the server's writes long before it has it all.
+fn big_terrain_config() -> ServerConfig {
+    let mut c = common::small_config();
+    // A bounded kernel send buffer: otherwise loopback autotuning swallows megabytes.
+    c.server.tcp_send_buffer_bytes = 16 * 1024;
+    c.world.terrain_grid_cells = 1024;
+    c.world.world_size_mm = 1_024_000;
+    c
+}
+
+/// Connects with a 4 KiB receive buffer, sends HELLO, and never reads again.
+async fn stalled_client(url: &str) -> common::Ws {
+    let host = url
+        .trim_start_matches("ws://")
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+    let tcp = socket
+        .connect(host.parse().expect("addr"))
+        .await
+        .expect("connect");
+    let stream = tokio_tungstenite::MaybeTlsStream::Plain(tcp);
+    let config = WebSocketConfig::default().read_buffer_size(4096);
+    let (mut ws, _) = tokio_tungstenite::client_async_with_config(url, stream, Some(config))
+        .await
+        .expect("handshake");
+    ws.send(Message::Binary(
+        protocol::encode_hello(PROTOCOL_VERSION, "sloth").into(),
+    ))
+    .await
+    .expect("HELLO");
+    ws
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_evicted_after_the_grace_overflows() {
+    let mut config = big_terrain_config();
+    let bp = &mut config.server.client_backpressure;
+    bp.send_queue_max_messages = 4;
+    bp.grace_overflow_events = 5;
+    bp.terrain_enqueue_timeout_seconds = 60.0;
+    bp.log_overflow_at_warn = false;
+    let server = common::start(config).await;
+    let m = server.metrics().clone();
+    let witness = Witness::join(&server.ws_url()).await;
+    let ticks_before = m.ticks_total.load(Relaxed);
+    let started = tokio::time::Instant::now();
+    let sloth = stalled_client(&server.ws_url()).await;
+    assert!(
+        common::wait_until(Duration::from_secs(5), || m.evictions_total.load(Relaxed) == 1).await,
+        "the stalled client was not evicted: {}",
+        m.render()
+    );
+    // Queue of 4, then 5 overflows in a row, at 20 snapshots per second: about half a second.
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(3), "eviction took {took:?}");
+    assert_eq!(m.closes_with(1013), 1);
+    assert_eq!(m.state_updates_dropped_total.load(Relaxed), 5);
+    assert_eq!(m.terrain_evictions_total.load(Relaxed), 0);
+    // The close handshake cannot complete (the client reads nothing), so after the close
+    // timeout the transport is dropped and the connection task ends.
+    assert!(
+        common::wait_until(Duration::from_secs(3), || m.connections.load(Relaxed) == 1).await,
+        "the evicted connection's task did not end"
+    );
+    witness.assert_receiving().await;
+    // The tick never waited on the stalled client: ticks kept their rate.
+    let elapsed = started.elapsed().as_secs_f64();
+    let ticks = (m.ticks_total.load(Relaxed) - ticks_before) as f64;
+    assert!(ticks > elapsed * 60.0 * 0.8, "{ticks} ticks in {elapsed:.2} s");
+    drop(sloth);
+    witness.stop().await;
+    server.shutdown().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_cannot_take_the_terrain_is_evicted_at_once() {
+    let mut config = big_terrain_config();
+    let bp = &mut config.server.client_backpressure;
+    bp.grace_overflow_events = 1_000_000;
+    bp.terrain_enqueue_timeout_seconds = 0.3;
+    bp.log_overflow_at_warn = false;
+    let server = common::start(config).await;
+    let m = server.metrics().clone();
+    let witness = Witness::join(&server.ws_url()).await;
+    let sloth = stalled_client(&server.ws_url()).await;
+    assert!(
+        common::wait_until(Duration::from_secs(4), || m.terrain_evictions_total.load(Relaxed)
+            == 1)
+        .await,
+        "the client that could not take the terrain was not evicted"
+    );
+    assert_eq!(m.evictions_total.load(Relaxed), 1);
+    assert_eq!(m.closes_with(1013), 1);
+    assert!(common::wait_until(Duration::from_secs(3), || m.connections.load(Relaxed) == 1).await);
+    witness.assert_receiving().await;
+    drop(sloth);
+    witness.stop().await;
+    server.shutdown().await.expect("clean stop");
+}

@@ -1,0 +1,218 @@
+//! Shared test helpers: a small world config, temp folders, WebSocket clients that speak
+//! protocol v1, and a well-behaved "witness" client that proves the server kept serving.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use migratory_net::config::ServerConfig;
+use migratory_net::protocol::{self, ServerMessage, Welcome, PROTOCOL_VERSION};
+use migratory_net::{ServeOptions, ServerHandle};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// A small, cheap world (256 x 256 cells, 400 boids) on an ephemeral port, not recorded.
+pub fn small_config() -> ServerConfig {
+    let mut c = ServerConfig::default();
+    c.server.listen = "127.0.0.1:0".into();
+    c.server.recording.enabled = false;
+    c.server.hello_timeout_seconds = 2.0;
+    c.server.shutdown_timeout_seconds = 1.0;
+    c.server.client_backpressure.eviction_close_timeout_seconds = 0.5;
+    let w = &mut c.world;
+    w.terrain_grid_cells = 256;
+    w.terrain_cell_size_mm = 1000;
+    w.world_size_mm = 256_000;
+    w.boid_count = 400;
+    w.client_slots_max = 64;
+    c
+}
+
+/// A fresh folder under the system temp dir, removed on drop.
+#[derive(Debug)]
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "migratory-net-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("temp dir");
+        TempDir(p)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub async fn start(config: ServerConfig) -> ServerHandle {
+    migratory_net::start(config, ServeOptions::default())
+        .await
+        .expect("server starts")
+}
+
+pub async fn start_with(config: ServerConfig, options: ServeOptions) -> ServerHandle {
+    migratory_net::start(config, options)
+        .await
+        .expect("server starts")
+}
+
+/// A WebSocket connection (not yet HELLO'd), with a small read buffer like a real client.
+pub async fn connect(url: &str) -> Ws {
+    let config = WebSocketConfig::default().read_buffer_size(4096);
+    let (ws, _) = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio_tungstenite::connect_async_with_config(url, Some(config), true),
+    )
+    .await
+    .expect("connect in time")
+    .expect("connect");
+    ws
+}
+
+pub async fn send(ws: &mut Ws, bytes: Vec<u8>) {
+    ws.send(Message::Binary(bytes.into())).await.expect("send");
+}
+
+/// Connects, sends HELLO and reads up to WELCOME. Terrain and snapshots follow.
+pub async fn join(url: &str, name: &str) -> (Ws, Welcome) {
+    let mut ws = connect(url).await;
+    send(&mut ws, protocol::encode_hello(PROTOCOL_VERSION, name)).await;
+    let welcome = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Binary(b))) => {
+                    if let Ok(ServerMessage::Welcome(w)) = protocol::decode_server(&b) {
+                        return w;
+                    }
+                }
+                Some(Ok(_)) => {}
+                other => panic!("connection ended before WELCOME: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("WELCOME in time");
+    (ws, welcome)
+}
+
+/// Reads until the server's close frame (or the end): its code and reason.
+pub async fn close_of(ws: &mut Ws) -> Option<(u16, String)> {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Close(Some(f)))) => return Some((u16::from(f.code), f.reason.to_string())),
+                Some(Ok(Message::Close(None))) => return Some((1005, String::new())),
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => return None,
+            }
+        }
+    })
+    .await
+    .expect("the server closes in time")
+}
+
+/// A client that joins, acks every snapshot and counts them until stopped: the proof that
+/// the server keeps serving everyone else while a test misbehaves.
+#[derive(Debug)]
+pub struct Witness {
+    pub snapshots: Arc<AtomicU64>,
+    pub alive: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Witness {
+    pub async fn join(url: &str) -> Witness {
+        let (mut ws, _) = join(url, "witness").await;
+        let snapshots = Arc::new(AtomicU64::new(0));
+        let alive = Arc::new(AtomicBool::new(true));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, a, st) = (snapshots.clone(), alive.clone(), stop.clone());
+        let task = tokio::spawn(async move {
+            while !st.load(Relaxed) {
+                let msg = match tokio::time::timeout(Duration::from_millis(100), ws.next()).await {
+                    Err(_) => continue,
+                    Ok(m) => m,
+                };
+                match msg {
+                    Some(Ok(Message::Binary(b))) => {
+                        if let Ok(ServerMessage::Snapshot { tick, .. }) = protocol::decode_server(&b) {
+                            s.fetch_add(1, Relaxed);
+                            if ws
+                                .send(Message::Binary(protocol::encode_ack(tick).into()))
+                                .await
+                                .is_err()
+                            {
+                                break;
+                            }
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    _ => break,
+                }
+            }
+            a.store(false, Relaxed);
+            let _ = ws.close(None).await;
+        });
+        let w = Witness {
+            snapshots,
+            alive,
+            stop,
+            task,
+        };
+        w.assert_receiving().await;
+        w
+    }
+
+    /// Snapshots keep arriving (at 20 Hz, a few within 400 ms).
+    pub async fn assert_receiving(&self) {
+        let before = self.snapshots.load(Relaxed);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+        loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if self.snapshots.load(Relaxed) >= before + 3 {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the witness stopped receiving snapshots"
+            );
+        }
+        assert!(self.alive.load(Relaxed), "the witness was disconnected");
+    }
+
+    pub async fn stop(self) {
+        self.stop.store(true, Relaxed);
+        let _ = self.task.await;
+    }
+}
+
+/// Polls `f` every 10 ms until it holds or `limit` passes.
+pub async fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    f()
+}

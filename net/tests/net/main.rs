@@ -1,0 +1,14 @@
+//! Integration tests of the live server with real WebSocket clients (one test binary).
+//!
+//! - `session`: live frames equal replayed frames byte for byte (1 and 3 shards), terrain,
+//!   PING, full world, HTTP endpoints; and the env-gated corpus writer.
+//! - `bad_input`: garbage, text frames, oversized frames, wrong version, unknown types,
+//!   INPUT before HELLO, floods, handshake timeouts; a witness client is served throughout.
+//! - `backpressure`: a client that stops reading is evicted without slowing anyone.
+//! - `process`: the binaries: config errors, SIGTERM, SIGKILL, connect churn, bots.
+
+mod backpressure;
+mod bad_input;
+mod common;
+mod process;
+mod session;

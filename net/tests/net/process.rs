@@ -1,0 +1,390 @@
+//! The built binaries as separate processes: config errors, SIGTERM, SIGKILL (the
+//! recording survives up to its last block), a thousand connect/disconnect cycles (RSS and
+//! tasks back to baseline), and the bot load generator.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use migratory_net::bots::http_get;
+use migratory_net::metrics::sample;
+use migratory_net::protocol::{self, InputMsg};
+use migratory_replay::Recording;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::common::{self, TempDir};
+
+const SERVER: &str = env!("CARGO_BIN_EXE_migratory-server");
+const BOTS: &str = env!("CARGO_BIN_EXE_migratory-bots");
+
+/// The small test world as a TOML file.
+const SMALL_WORLD_TOML: &str = r#"
+[server]
+listen = "127.0.0.1:0"
+hello_timeout_seconds = 2.0
+shutdown_timeout_seconds = 1.0
+
+[server.client_backpressure]
+eviction_close_timeout_seconds = 0.5
+
+[world]
+terrain_grid_cells = 256
+world_size_mm = 256000
+boid_count = 400
+client_slots_max = 64
+"#;
+
+/// A server process, killed if the test ends early.
+struct ServerProcess {
+    child: Child,
+    url: String,
+    recording: Option<PathBuf>,
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl ServerProcess {
+    fn spawn(dir: &Path, config: &str, args: &[&str]) -> ServerProcess {
+        let config_path = dir.join("server.toml");
+        std::fs::write(&config_path, config).expect("write config");
+        let stderr = std::fs::File::create(dir.join("stderr.txt")).expect("stderr file");
+        let mut child = Command::new(SERVER)
+            .arg("serve")
+            .arg("--config")
+            .arg(&config_path)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr))
+            .spawn()
+            .expect("spawn migratory-server");
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut url = None;
+        let mut recording = None;
+        let no_record = args.contains(&"--no-record");
+        while url.is_none() || (recording.is_none() && !no_record) {
+            let mut line = String::new();
+            if out.read_line(&mut line).unwrap_or(0) == 0 {
+                let err = std::fs::read_to_string(dir.join("stderr.txt")).unwrap_or_default();
+                panic!("server exited before listening:\n{err}");
+            }
+            if let Some(u) = line.trim().strip_prefix("listening on ") {
+                url = Some(u.to_string());
+            } else if let Some(p) = line.trim().strip_prefix("recording to ") {
+                recording = Some(PathBuf::from(p));
+            }
+        }
+        // Keep draining stdout so the final line never blocks the process.
+        std::thread::spawn(move || for _ in out.lines() {});
+        ServerProcess {
+            child,
+            url: url.unwrap_or_default(),
+            recording,
+        }
+    }
+
+    fn host(&self) -> String {
+        migratory_net::bots::host_of(&self.url)
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the process to exit by itself.
+    fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the server did not exit in time");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+async fn metric(host: &str, name: &str) -> f64 {
+    let (status, text) = http_get(host, "/metrics").await.expect("GET /metrics");
+    assert_eq!(status, 200);
+    sample(&text, name, "").unwrap_or_else(|| panic!("{name} missing"))
+}
+
+/// Resident set size of a process, in bytes, from /proc/PID/statm.
+fn rss_bytes(pid: u32) -> u64 {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).expect("statm");
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .expect("rss field");
+    pages * 4096
+}
+
+#[test]
+fn config_errors_exit_2_naming_the_key() {
+    let dir = TempDir::new("cfgerr");
+    for (toml, args, needle) in [
+        (
+            "[server.client_backpressure]\nsend_queue_max = 3\n",
+            vec![],
+            "send_queue_max",
+        ),
+        (
+            "[server.client_backpressure]\neviction_close_code = 999\n",
+            vec![],
+            "server.client_backpressure.eviction_close_code",
+        ),
+        ("[server.terrain_wire]\ndtype = \"f16\"\n", vec![], "f16"),
+        ("", vec!["--shards", "0"], "server.shards"),
+        ("", vec!["--listen", "not-an-address"], "server.listen"),
+    ] {
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, toml).expect("write");
+        let out = Command::new(SERVER)
+            .arg("serve")
+            .arg("--config")
+            .arg(&path)
+            .args(&args)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{toml} {args:?}: {err}");
+        assert!(err.starts_with("error: ") && err.contains(needle), "{err}");
+    }
+    // The printed defaults are a valid config file.
+    let out = Command::new(SERVER).arg("default-config").output().expect("run");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let parsed = migratory_net::ServerConfig::from_toml(&text, "default-config").expect("parses");
+    assert_eq!(parsed, migratory_net::ServerConfig::default());
+}
+
+#[test]
+fn sigterm_closes_clients_with_1001_finishes_the_recording_and_exits_0() {
+    let dir = TempDir::new("sigterm");
+    let rec_dir = dir.path().join("rec");
+    let rec_arg = rec_dir.to_string_lossy().to_string();
+    let mut server = ServerProcess::spawn(dir.path(), SMALL_WORLD_TOML, &["--record-dir", &rec_arg]);
+    let rt = runtime();
+    let (code, ticks) = rt.block_on(async {
+        let (mut ws, _) = common::join(&server.url, "leaver").await;
+        // Wait for a snapshot so the session has something in it.
+        loop {
+            if let Some(Ok(Message::Binary(b))) = ws.next().await {
+                if matches!(
+                    protocol::decode_server(&b),
+                    Ok(protocol::ServerMessage::Snapshot { .. })
+                ) {
+                    break;
+                }
+            }
+        }
+        let ticks = metric(&server.host(), "migratory_ticks_total").await;
+        let status = Command::new("kill")
+            .args(["-TERM", &server.pid().to_string()])
+            .status()
+            .expect("kill -TERM");
+        assert!(status.success());
+        (common::close_of(&mut ws).await, ticks)
+    });
+    let (code, reason) = code.expect("a close frame");
+    assert_eq!(code, 1001, "{reason}");
+    let status = server.wait_exit(Duration::from_secs(10));
+    assert!(status.success(), "exit status {status:?}");
+    let path = server.recording.clone().expect("recording path");
+    let rec = Recording::open(&path).expect("recording opens");
+    assert!(rec.torn_tail.is_none(), "SIGTERM writes the end frame");
+    let end = rec.end.expect("end frame");
+    assert!(end.final_tick as f64 >= ticks, "{} < {ticks}", end.final_tick);
+}
+
+#[test]
+fn sigkill_loses_at_most_the_last_block_and_the_rest_replays() {
+    let dir = TempDir::new("sigkill");
+    let rec_dir = dir.path().join("rec");
+    let rec_arg = rec_dir.to_string_lossy().to_string();
+    let mut server = ServerProcess::spawn(dir.path(), SMALL_WORLD_TOML, &["--record-dir", &rec_arg]);
+    let rt = runtime();
+    let ticks_run = rt.block_on(async {
+        let mut clients = Vec::new();
+        for i in 0..2 {
+            clients.push(common::join(&server.url, &format!("doomed{i}")).await.0);
+        }
+        let start = tokio::time::Instant::now();
+        let mut seq = 0;
+        while start.elapsed() < Duration::from_millis(2500) {
+            seq += 1;
+            for (i, ws) in clients.iter_mut().enumerate() {
+                let m = InputMsg {
+                    seq,
+                    dir_x: 300 + i as i16,
+                    dir_y: -200,
+                    throttle: 80,
+                    cast: seq % 5 == 0,
+                };
+                common::send(ws, protocol::encode_input(&m)).await;
+                // Drain what arrived so these clients are not slow.
+                while let Ok(Some(Ok(Message::Binary(b)))) =
+                    tokio::time::timeout(Duration::from_millis(1), ws.next()).await
+                {
+                    if let Ok(protocol::ServerMessage::Snapshot { tick, .. }) = protocol::decode_server(&b) {
+                        common::send(ws, protocol::encode_ack(tick)).await;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+        metric(&server.host(), "migratory_ticks_total").await
+    });
+    server.child.kill().expect("SIGKILL");
+    let status = server.child.wait().expect("wait");
+    assert!(!status.success());
+    let path = server.recording.clone().expect("recording path");
+    let rec = Recording::open(&path).expect("a killed recording still opens");
+    assert!(rec.torn_tail.is_some(), "no end frame after SIGKILL");
+    assert!(rec.end.is_none());
+    let recovered = rec.ticks_recovered() as f64;
+    // Blocks are 60 ticks (one second); a few more ticks ran between the metrics read
+    // and the kill.
+    assert!(
+        recovered >= ticks_run - 60.0 && recovered <= ticks_run + 60.0,
+        "recovered {recovered} of about {ticks_run} ticks"
+    );
+    assert!(recovered >= 60.0);
+    let mut world = rec.start_world(2).expect("start world");
+    let mut replayed = 0;
+    let mut joins = 0;
+    for t in rec.ticks_from(rec.first_tick()) {
+        let t = t.expect("recovered ticks read");
+        let out = world.step(&t.inputs);
+        assert_eq!(out.state_root, t.state_root, "tick {}", t.tick);
+        assert_eq!(out.frames_root, t.frames_root, "tick {}", t.tick);
+        joins += out.joined.len();
+        replayed += 1;
+    }
+    assert_eq!(replayed as f64, recovered);
+    assert_eq!(joins, 2);
+}
+
+#[test]
+fn a_thousand_connect_disconnect_cycles_leave_no_tasks_and_no_memory_behind() {
+    let dir = TempDir::new("churn");
+    let server = ServerProcess::spawn(dir.path(), SMALL_WORLD_TOML, &["--no-record"]);
+    let rt = runtime();
+    let host = server.host();
+    let url = server.url.clone();
+    let cycles = |n: u32| {
+        let url = url.clone();
+        async move {
+            // Ten connections at a time; half of them join (and leave), half only connect.
+            let workers = (0..10u32).map(|w| {
+                let url = url.clone();
+                async move {
+                    for i in 0..n / 10 {
+                        if (w + i) % 2 == 0 {
+                            let (mut ws, _) = common::join(&url, "churn").await;
+                            let _ = ws.close(None).await;
+                        } else {
+                            let mut ws = common::connect(&url).await;
+                            let _ = ws.close(None).await;
+                        }
+                    }
+                }
+            });
+            futures_util::future::join_all(workers).await;
+        }
+    };
+    let (baseline, after, connections, clients, total) = rt.block_on(async {
+        cycles(100).await;
+        let settled = |host: String| async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            loop {
+                let c = metric(&host, "migratory_connections").await;
+                let j = metric(&host, "migratory_clients").await;
+                if (c == 0.0 && j == 0.0) || tokio::time::Instant::now() > deadline {
+                    return (c, j);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        settled(host.clone()).await;
+        let baseline = rss_bytes(server.pid());
+        cycles(1000).await;
+        let (c, j) = settled(host.clone()).await;
+        let after = rss_bytes(server.pid());
+        let total = metric(&host, "migratory_connections_total").await;
+        (baseline, after, c, j, total)
+    });
+    assert_eq!(connections, 0.0, "connection tasks left");
+    assert_eq!(clients, 0.0, "clients left in the world");
+    assert!(total >= 1100.0, "{total} connections accepted");
+    let grown = after.saturating_sub(baseline);
+    eprintln!(
+        "RSS baseline {} KiB, after 1000 cycles {} KiB",
+        baseline / 1024,
+        after / 1024
+    );
+    assert!(
+        grown < 4 << 20,
+        "RSS grew by {} KiB over 1000 cycles",
+        grown / 1024
+    );
+}
+
+#[test]
+fn the_bot_generator_reports_json() {
+    let dir = TempDir::new("bots");
+    let server = ServerProcess::spawn(dir.path(), SMALL_WORLD_TOML, &["--no-record"]);
+    let out = Command::new(BOTS)
+        .args([
+            "--url",
+            &server.url,
+            "--clients",
+            "5",
+            "--seconds",
+            "2",
+            "--tasks",
+            "2",
+            "--connect-spread-seconds",
+            "0.2",
+        ])
+        .output()
+        .expect("run migratory-bots");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json = String::from_utf8(out.stdout).expect("utf-8");
+    let field = |name: &str| -> f64 {
+        let key = format!("\"{name}\":");
+        let at = json
+            .find(&key)
+            .unwrap_or_else(|| panic!("{name} missing from {json}"))
+            + key.len();
+        json[at..]
+            .split([',', '}'])
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} is not a number in {json}"))
+    };
+    assert_eq!(field("joined"), 5.0, "{json}");
+    assert_eq!(field("connect_failures"), 0.0, "{json}");
+    assert!(field("snapshots") >= 5.0 * 20.0, "{json}");
+    assert!(field("bytes_per_s_per_client_mean") > 0.0, "{json}");
+    assert!(field("rtt_samples") >= 5.0, "{json}");
+    assert_eq!(field("drops"), 0.0, "{json}");
+    assert!(field("loop_p99_ms") > 0.0, "{json}");
+}

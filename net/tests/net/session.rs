@@ -1,0 +1,413 @@
+//! Whole sessions with real WebSocket clients: live frames equal replayed frames byte for
+//! byte, terrain arrives intact, PING round trips are the transport's, the HTTP endpoints.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use migratory_net::bots::http_get;
+use migratory_net::metrics::sample;
+use migratory_net::protocol::{self, InputMsg, ServerMessage, PROTOCOL_VERSION};
+use migratory_net::terrain_wire::TerrainAssembler;
+use migratory_net::ServeOptions;
+use migratory_replay::Recording;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::common::{self, TempDir};
+
+/// How one scripted client behaves.
+#[derive(Clone, Copy, Debug)]
+struct Behaviour {
+    /// Ack a snapshot this long after receiving it (None: never ack).
+    ack_lag: Option<Duration>,
+    /// INPUT messages per second.
+    input_hz: u32,
+    /// Cast on every n-th INPUT (0: never).
+    cast_every: u32,
+}
+
+/// What a client saw: its id and every snapshot (tick, frame bytes without the type byte).
+#[derive(Debug)]
+struct Seen {
+    client: u32,
+    frames: Vec<(u32, Vec<u8>)>,
+    close: Option<u16>,
+}
+
+async fn scripted_client(url: String, name: String, b: Behaviour, seed: u64) -> Seen {
+    let (mut ws, welcome) = common::join(&url, &name).await;
+    let mut frames = Vec::new();
+    let mut pending_acks: Vec<(tokio::time::Instant, u32)> = Vec::new();
+    let mut input = tokio::time::interval(Duration::from_secs_f64(1.0 / b.input_hz.max(1) as f64));
+    let mut seq = 0u32;
+    let mut rng = seed;
+    let mut close = None;
+    loop {
+        let next_ack = pending_acks.first().map(|&(at, _)| at);
+        tokio::select! {
+            msg = ws.next() => match msg {
+                Some(Ok(Message::Binary(data))) => {
+                    if let Ok(ServerMessage::Snapshot { tick, frame }) = protocol::decode_server(&data) {
+                        frames.push((tick, frame.to_vec()));
+                        if let Some(lag) = b.ack_lag {
+                            pending_acks.push((tokio::time::Instant::now() + lag, tick));
+                        }
+                    }
+                }
+                Some(Ok(Message::Close(f))) => {
+                    close = f.map(|f| u16::from(f.code));
+                    break;
+                }
+                Some(Ok(_)) => {}
+                _ => break,
+            },
+            _ = async { tokio::time::sleep_until(next_ack.unwrap_or_else(tokio::time::Instant::now)).await },
+                if next_ack.is_some() => {
+                let (_, tick) = pending_acks.remove(0);
+                let _ = ws.send(Message::Binary(protocol::encode_ack(tick).into())).await;
+            }
+            _ = input.tick() => {
+                seq += 1;
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let m = InputMsg {
+                    seq,
+                    dir_x: ((rng >> 33) % 2001) as i16 - 1000,
+                    dir_y: ((rng >> 45) % 2001) as i16 - 1000,
+                    throttle: ((rng >> 20) % 101) as u8,
+                    cast: b.cast_every > 0 && seq % b.cast_every == 0,
+                };
+                let _ = ws.send(Message::Binary(protocol::encode_input(&m).into())).await;
+            }
+        }
+    }
+    Seen {
+        client: welcome.client_id,
+        frames,
+        close,
+    }
+}
+
+/// Replays `path` at `shards` and returns every frame it produces, by (client, tick),
+/// checking each tick's roots against the recording on the way.
+fn replay_frames(path: &Path, shards: usize) -> BTreeMap<(u32, u32), Vec<u8>> {
+    let rec = Recording::open(path).expect("recording opens");
+    let mut world = rec.start_world(shards).expect("start world");
+    let mut frames = BTreeMap::new();
+    let mut ticks = 0;
+    for t in rec.ticks_from(rec.first_tick()) {
+        let t = t.expect("tick reads");
+        let out = world.step(&t.inputs);
+        assert_eq!(
+            out.state_root, t.state_root,
+            "state root of tick {} at {shards} shards",
+            t.tick
+        );
+        assert_eq!(
+            out.frames_root, t.frames_root,
+            "frames root of tick {} at {shards} shards",
+            t.tick
+        );
+        for f in out.frames() {
+            frames.insert((f.client, out.tick), f.bytes.to_vec());
+        }
+        ticks += 1;
+    }
+    assert_eq!(ticks, rec.ticks_recovered());
+    frames
+}
+
+/// Runs a recorded session of `ticks` with four differently behaved clients, then checks
+/// that a replay at 1 and 3 shards produces exactly the frames each client received.
+async fn live_equals_replay(
+    mut config: migratory_net::ServerConfig,
+    ticks: u64,
+    dir: &Path,
+) -> std::path::PathBuf {
+    config.server.recording.enabled = true;
+    config.server.recording.dir = dir.to_path_buf();
+    config.server.shards = 2;
+    let server = common::start_with(
+        config,
+        ServeOptions {
+            run_ticks: Some(ticks),
+            ..ServeOptions::default()
+        },
+    )
+    .await;
+    let url = server.ws_url();
+    let path = server.recording_path().expect("recording on").to_path_buf();
+    let behaviours = [
+        Behaviour {
+            ack_lag: Some(Duration::ZERO),
+            input_hz: 30,
+            cast_every: 7,
+        },
+        Behaviour {
+            ack_lag: Some(Duration::from_millis(80)),
+            input_hz: 10,
+            cast_every: 3,
+        },
+        Behaviour {
+            ack_lag: Some(Duration::from_millis(400)),
+            input_hz: 60,
+            cast_every: 0,
+        },
+        Behaviour {
+            ack_lag: None,
+            input_hz: 5,
+            cast_every: 2,
+        },
+    ];
+    let mut tasks = Vec::new();
+    for (i, b) in behaviours.into_iter().enumerate() {
+        tasks.push(tokio::spawn(scripted_client(
+            url.clone(),
+            format!("p{i}"),
+            b,
+            i as u64 + 1,
+        )));
+        // Staggered joins: clients enter at different ticks.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    let report = server.wait().await.expect("server stops cleanly");
+    assert_eq!(report.tick.ticks, ticks);
+    assert_eq!(report.connections_left, 0);
+    let mut seen = Vec::new();
+    for t in tasks {
+        seen.push(t.await.expect("client task"));
+    }
+    for s in &seen {
+        assert_eq!(
+            s.close,
+            Some(1001),
+            "client {} closed with 1001 at shutdown",
+            s.client
+        );
+    }
+    let rec = Recording::open(&path).expect("recording opens");
+    assert!(rec.torn_tail.is_none(), "a clean stop writes the end frame");
+    assert_eq!(rec.end.map(|e| e.final_tick), Some(ticks as u32));
+    for shards in [1, 3] {
+        let replayed = replay_frames(&path, shards);
+        for s in &seen {
+            assert!(
+                s.frames.len() >= 10,
+                "client {} received {} frames",
+                s.client,
+                s.frames.len()
+            );
+            for (tick, frame) in &s.frames {
+                let r = replayed
+                    .get(&(s.client, *tick))
+                    .unwrap_or_else(|| panic!("replay has no frame for client {} at tick {tick}", s.client));
+                assert!(
+                    r == frame,
+                    "client {} tick {tick}: live and replayed frames differ",
+                    s.client
+                );
+            }
+            // Clients that read were sent every frame (none dropped) until the shutdown began.
+            let produced = replayed.keys().filter(|(c, _)| *c == s.client).count();
+            assert!(
+                s.frames.len() + 3 >= produced,
+                "client {} received {} of {produced} frames",
+                s.client,
+                s.frames.len()
+            );
+        }
+    }
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_frames_equal_replayed_frames_at_1_and_3_shards() {
+    let dir = TempDir::new("equiv");
+    let mut config = common::small_config();
+    config.server.recording.block_ticks = 30;
+    config.server.recording.checkpoint_interval_ticks = 90;
+    live_equals_replay(config, 150, dir.path()).await;
+}
+
+/// `MIGRATORY_WRITE_CORPUS=1 cargo test -p migratory-net --test net -- write_live_session_corpus`
+/// records a 1,200-tick live session of the default world into `corpora/live-session.mrec`
+/// (the corpus test wants at least 1,000 ticks per file).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_live_session_corpus() {
+    if std::env::var("MIGRATORY_WRITE_CORPUS").map_or(true, |v| v != "1") {
+        return;
+    }
+    let dir = TempDir::new("corpus");
+    let mut config = common::small_config();
+    config.world = migratory_net::config::WorldSection::default();
+    config.world.boid_count = 2000;
+    let path = live_equals_replay(config, 1200, dir.path()).await;
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../corpora/live-session.mrec");
+    std::fs::copy(&path, &target).expect("copy into corpora/");
+    eprintln!(
+        "wrote {} ({} bytes)",
+        target.display(),
+        std::fs::metadata(&target).map(|m| m.len()).unwrap_or(0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn welcome_then_terrain_then_snapshots() {
+    let mut config = common::small_config();
+    // Force chunked delivery, so both paths of the assembler see real server output.
+    config.server.terrain_wire.chunk_transport_threshold_bytes = 1;
+    config.server.terrain_wire.chunk_target_bytes = 64 * 1024;
+    let server = common::start(config).await;
+    let expect = server.terrain().clone();
+    assert!(expect.chunked && expect.chunk_count >= 2);
+    let (mut ws, welcome) = common::join(&server.ws_url(), "mapper").await;
+    assert_eq!(welcome.protocol_version, PROTOCOL_VERSION);
+    assert_eq!(welcome.tick_rate_hz, 60);
+    assert_eq!(welcome.snapshot_interval_ticks, 3);
+    assert_eq!(welcome.world_size_mm, 256_000);
+    assert_eq!(welcome.avatar_id, 400 + welcome.slot);
+    assert_eq!(welcome.terrain.content_hash, expect.content_hash);
+    assert_eq!(welcome.terrain.chunk_count, expect.chunk_count);
+    let mut assembler = TerrainAssembler::new();
+    let mut terrain_bytes = 0u64;
+    let grid = loop {
+        let Some(Ok(Message::Binary(b))) = ws.next().await else {
+            panic!("connection ended during terrain");
+        };
+        match protocol::decode_server(&b) {
+            Ok(ServerMessage::Terrain(m)) => {
+                terrain_bytes += m.len() as u64;
+                if let Some(grid) = assembler.push(m).expect("valid terrain") {
+                    break grid;
+                }
+            }
+            other => panic!("expected terrain before anything else, got {other:?}"),
+        }
+    };
+    assert_eq!(terrain_bytes, expect.total_bytes);
+    assert_eq!(grid.cells, 256);
+    assert_eq!(grid.heights_m.len(), 256 * 256);
+    // Then snapshots, each for this client's avatar.
+    let Some(Ok(Message::Binary(b))) = ws.next().await else {
+        panic!("no snapshot");
+    };
+    let Ok(ServerMessage::Snapshot { tick, frame }) = protocol::decode_server(&b) else {
+        panic!("expected a SNAPSHOT");
+    };
+    assert!(tick >= welcome.join_tick);
+    let avatar = u32::from_le_bytes([frame[9], frame[10], frame[11], frame[12]]);
+    assert_eq!(avatar, welcome.avatar_id);
+    server.shutdown().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ping_is_answered_off_the_tick_in_about_the_transport_rtt() {
+    let server = common::start(common::small_config()).await;
+    let (mut ws, _) = common::join(&server.ws_url(), "pinger").await;
+    let t0 = Instant::now();
+    let mut rtts = Vec::new();
+    for i in 0..200u64 {
+        let sent = Instant::now();
+        common::send(&mut ws, protocol::encode_ping(i)).await;
+        loop {
+            let Some(Ok(Message::Binary(b))) = ws.next().await else {
+                panic!("connection ended");
+            };
+            if let Ok(ServerMessage::Pong { nonce, server_tick }) = protocol::decode_server(&b) {
+                assert_eq!(nonce, i);
+                assert!(server_tick > 0);
+                rtts.push(sent.elapsed());
+                break;
+            }
+        }
+        // Spread the pings over ticks so they do not line up with one phase of the loop.
+        tokio::time::sleep(Duration::from_micros(2500)).await;
+    }
+    rtts.sort();
+    let p50 = rtts[rtts.len() / 2];
+    let p99 = rtts[rtts.len() * 99 / 100];
+    eprintln!("PING RTT over {:?}: p50 {p50:?} p99 {p99:?}", t0.elapsed());
+    // A tick is 16.7 ms: answering through the tick would put the median near 8 ms.
+    assert!(p50 < Duration::from_millis(3), "PING p50 {p50:?}");
+    server.shutdown().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_world_refuses_the_join_with_1013() {
+    let mut config = common::small_config();
+    config.world.client_slots_max = 1;
+    let server = common::start(config).await;
+    let witness = common::Witness::join(&server.ws_url()).await;
+    let mut ws = common::connect(&server.ws_url()).await;
+    common::send(&mut ws, protocol::encode_hello(PROTOCOL_VERSION, "late")).await;
+    let (code, reason) = common::close_of(&mut ws).await.expect("a close frame");
+    assert_eq!(code, 1013, "{reason}");
+    assert!(reason.contains("world full"), "{reason}");
+    assert_eq!(server.metrics().joins_rejected_total.load(Relaxed), 1);
+    witness.assert_receiving().await;
+    witness.stop().await;
+    server.shutdown().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_and_metrics_share_the_port() {
+    // With the debug watchdog on, so its thread and heartbeat start and stop with the server.
+    let options = ServeOptions {
+        debug: true,
+        ..ServeOptions::default()
+    };
+    let server = common::start_with(common::small_config(), options).await;
+    let addr = server.local_addr().to_string();
+    let (mut ws, _) = common::join(&server.ws_url(), "counted").await;
+    let _ = ws.next().await;
+    let (status, body) = http_get(&addr, "/healthz").await.expect("GET /healthz");
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    assert!(
+        common::wait_until(Duration::from_secs(2), || server
+            .metrics()
+            .snapshots_sent_total
+            .load(Relaxed)
+            > 0)
+        .await
+    );
+    let (status, text) = http_get(&addr, "/metrics").await.expect("GET /metrics");
+    assert_eq!(status, 200);
+    for name in [
+        "migratory_ticks_total",
+        "migratory_tick_overruns_total",
+        "migratory_ticks_skipped_total",
+        "migratory_clients",
+        "migratory_connections",
+        "migratory_bytes_sent_total",
+        "migratory_state_updates_dropped_total",
+        "migratory_evictions_total",
+    ] {
+        assert!(sample(&text, name, "").is_some(), "{name} missing from:\n{text}");
+    }
+    assert!(sample(&text, "migratory_ticks_total", "").unwrap() > 0.0);
+    assert_eq!(sample(&text, "migratory_clients", ""), Some(1.0));
+    assert!(sample(&text, "migratory_bytes_sent_total", "").unwrap() > 0.0);
+    for q in ["0.5", "0.99", "1"] {
+        assert!(sample(
+            &text,
+            "migratory_tick_loop_seconds",
+            &format!("{{quantile=\"{q}\"}}")
+        )
+        .is_some());
+    }
+    assert!(sample(
+        &text,
+        "migratory_inputs_rejected_total",
+        "{reason=\"rate_limited\"}"
+    )
+    .is_some());
+    // `/` stays free for a browser viewer.
+    let (status, _) = http_get(&addr, "/").await.expect("GET /");
+    assert_eq!(status, 404);
+    // A plain GET of /ws is not an upgrade.
+    let (status, _) = http_get(&addr, "/ws").await.expect("GET /ws");
+    assert_eq!(status, 400);
+    drop(ws);
+    server.shutdown().await.expect("clean stop");
+}
