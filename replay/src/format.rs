@@ -117,6 +117,16 @@ pub enum RecordingError {
     UpgradeRequired { found: u32, supported: u32 },
     #[error("recording format version {found} is newer than this build supports ({supported})")]
     UnsupportedVersion { found: u32, supported: u32 },
+    #[error(
+        "the checkpoint at byte offset {offset} (tick {tick}) was made by kernel rules version {found}, \
+         this build runs {supported}: replay from the start, or bless the recording"
+    )]
+    RulesMismatch {
+        offset: u64,
+        tick: u32,
+        found: u32,
+        supported: u32,
+    },
     #[error("recording corrupted at byte offset {offset}{}: {reason}", ticks_text(*.ticks))]
     Corrupted {
         offset: u64,
@@ -761,8 +771,18 @@ impl Recording {
         let bad = |reason: String| corrupted(f.offset, Some((f.first_tick, f.first_tick)), reason);
         let bytes = zstd::bulk::decompress(&payload, FRAME_PAYLOAD_BYTES_MAX as usize)
             .map_err(|e| bad(format!("checkpoint does not decompress: {e}")))?;
-        let world =
-            checkpoint::restore(&bytes, shard_count).map_err(|e| bad(format!("checkpoint invalid: {e}")))?;
+        let world = checkpoint::restore(&bytes, shard_count).map_err(|e| match e {
+            // Not damage: the recording predates (or postdates) this build's rules.
+            checkpoint::CheckpointError::RulesMismatch { found, supported } => {
+                RecordingError::RulesMismatch {
+                    offset: f.offset,
+                    tick: f.first_tick,
+                    found,
+                    supported,
+                }
+            }
+            e => bad(format!("checkpoint invalid: {e}")),
+        })?;
         if world.tick() != f.first_tick || world.config() != &self.meta.config {
             return Err(bad("checkpoint tick or config differs from the recording".into()));
         }
@@ -805,8 +825,14 @@ impl Recording {
             .filter(|f| f.first_tick <= tick)
             .last()
             .copied();
-        let mut world = match nearest {
-            Some(f) => self.restore_checkpoint(&f, shard_count)?,
+        let mut world = match nearest.map(|f| self.restore_checkpoint(&f, shard_count)) {
+            Some(Ok(w)) => w,
+            // Checkpoints of other kernel rules cannot be restored, but a recording that
+            // starts from tick 0 can still be replayed from its start.
+            Some(Err(RecordingError::RulesMismatch { .. })) if self.meta.start_tick == 0 => {
+                self.start_world(shard_count)?
+            }
+            Some(Err(e)) => return Err(e),
             None => self.start_world(shard_count)?,
         };
         for t in self.ticks_from(world.tick() + 1) {

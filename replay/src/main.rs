@@ -296,6 +296,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         (None, _, _, Some(d)) if !e.ok => {
                             println!("FAIL {}:", e.file);
                             print_divergence(d);
+                            if e.rules_version_differs {
+                                println!(
+                                    "  (recorded with other kernel rules: if intended, run check --bless)"
+                                );
+                            }
                         }
                         (None, _, _, _) if e.ok => println!("ok {} ({} ticks)", e.file, e.ticks),
                         (None, _, _, _) => println!("FAIL {}: end frame mismatch", e.file),

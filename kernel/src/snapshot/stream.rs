@@ -6,10 +6,12 @@ use super::view::{ViewEntry, KIND_AVATAR, KIND_BOID};
 use crate::boids::{Avatar, Boid};
 use crate::grid::UniformGrid;
 
-/// Snapshots remembered per client as possible delta baselines.
-pub const BASELINE_RING_LEN: usize = 32;
+/// Snapshots remembered per client as possible delta baselines: 0.8 s of ack lag at 20 Hz
+/// before a client falls back to full snapshots. With `VIEW_ENTITIES_MAX` it sizes the
+/// per-client arena (16 x 128 x 12 B = 24 KiB), the bulk of a joined client's memory.
+pub const BASELINE_RING_LEN: usize = 16;
 /// Most entities in one client's view; the nearest are kept when more are in range.
-pub const VIEW_ENTITIES_MAX: usize = 256;
+pub const VIEW_ENTITIES_MAX: usize = 128;
 /// "No tick": an empty ring slot, or a client that has acked nothing.
 pub const NO_TICK: u32 = u32::MAX;
 /// Priority weight of the client's own avatar: it goes first whenever it changed.

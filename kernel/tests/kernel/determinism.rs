@@ -165,6 +165,9 @@ fn bad_checkpoints_are_clear_errors() {
         err(&old),
         checkpoint::CheckpointError::UpgradeRequired { found: 0, .. }
     ));
+    let mut other_rules = bytes.clone();
+    other_rules[8] ^= 0x7f;
+    assert!(matches!(err(&other_rules), checkpoint::CheckpointError::RulesMismatch { .. }));
     let mut new = bytes.clone();
     new[4] = 9;
     assert!(matches!(
