@@ -80,7 +80,7 @@ fn step(c: &mut Criterion) {
 fn hashing(c: &mut Criterion) {
     let mut group = c.benchmark_group("hash");
     group.sample_size(20).measurement_time(Duration::from_secs(3));
-    for (boids, clients) in [(5_000u32, 1_000u32), (50_000, 1_000)] {
+    for (boids, clients) in [(5_000u32, 0u32), (5_000, 1_000), (50_000, 0), (50_000, 1_000)] {
         let s = Session::new(boids, clients, 1, 300);
         group.bench_function(format!("{boids}boids/{clients}clients/full-root"), |b| {
             b.iter(|| s.world.recompute_state_root());

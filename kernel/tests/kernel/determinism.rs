@@ -167,7 +167,10 @@ fn bad_checkpoints_are_clear_errors() {
     ));
     let mut other_rules = bytes.clone();
     other_rules[8] ^= 0x7f;
-    assert!(matches!(err(&other_rules), checkpoint::CheckpointError::RulesMismatch { .. }));
+    assert!(matches!(
+        err(&other_rules),
+        checkpoint::CheckpointError::RulesMismatch { .. }
+    ));
     let mut new = bytes.clone();
     new[4] = 9;
     assert!(matches!(
