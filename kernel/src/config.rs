@@ -30,7 +30,10 @@ pub enum ConfigError {
 }
 
 /// Boid flocking parameters. Weights are fixed-point with 8 fractional bits (256 = 1.0).
-#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, serde::Deserialize,
+)]
+#[serde(deny_unknown_fields, default)]
 pub struct FlockingConfig {
     pub neighbour_radius_mm: u32,
     pub separation_radius_mm: u32,
@@ -59,7 +62,10 @@ pub struct FlockingConfig {
 }
 
 /// Player (avatar) parameters.
-#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, serde::Deserialize,
+)]
+#[serde(deny_unknown_fields, default)]
 pub struct PlayerConfig {
     pub speed_max_mm_per_tick: u32,
     pub accel_mm_per_tick: u32,
@@ -69,7 +75,10 @@ pub struct PlayerConfig {
 
 /// Everything that defines a world. Two worlds with equal configs (and equal terrain)
 /// evolve identically under equal inputs.
-#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, serde::Deserialize,
+)]
+#[serde(deny_unknown_fields, default)]
 pub struct WorldConfig {
     pub seed: u64,
     pub world_size_mm: u32,
@@ -140,6 +149,19 @@ impl Default for WorldConfig {
                 cast_cooldown_ticks: 30,
             },
         }
+    }
+}
+
+/// The defaults of the default world (so a config file may give only some of the fields).
+impl Default for FlockingConfig {
+    fn default() -> Self {
+        WorldConfig::default().flocking
+    }
+}
+
+impl Default for PlayerConfig {
+    fn default() -> Self {
+        WorldConfig::default().player
     }
 }
 

@@ -11,7 +11,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use migratory_kernel::config::{FlockingConfig, PlayerConfig};
 use migratory_kernel::WorldConfig;
 use serde::Deserialize;
 use thiserror::Error;
@@ -48,7 +47,7 @@ fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     pub server: ServerSection,
-    pub world: WorldSection,
+    pub world: WorldConfig,
 }
 
 /// `[server]`.
@@ -207,190 +206,17 @@ impl BackpressureSection {
     }
 }
 
-/// `[world]`: the kernel's `WorldConfig`, field for field (the kernel validates ranges).
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct WorldSection {
-    pub seed: u64,
-    pub world_size_mm: u32,
-    pub terrain_grid_cells: u32,
-    pub terrain_cell_size_mm: u32,
-    pub terrain_octaves: u32,
-    pub terrain_height_max_mm: i32,
-    pub water_level_mm: i32,
-    pub slope_max_mm_per_cell: u32,
-    pub hunting_field_count: u32,
-    pub hunting_field_radius_mm: u32,
-    pub town_radius_mm: u32,
-    pub boid_count: u32,
-    pub tick_rate_hz: u32,
-    pub snapshot_interval_ticks: u32,
-    pub view_radius_mm: u32,
-    pub client_slots_max: u32,
-    pub downstream_avg_bytes_per_s: u32,
-    pub downstream_cap_bytes_per_s: u32,
-    pub flocking: FlockingSection,
-    pub player: PlayerSection,
-}
-
-/// `[world.flocking]`.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct FlockingSection {
-    pub neighbour_radius_mm: u32,
-    pub separation_radius_mm: u32,
-    pub neighbours_max: u32,
-    pub cohesion_weight: u32,
-    pub alignment_weight: u32,
-    pub separation_weight: u32,
-    pub speed_min_mm_per_tick: u32,
-    pub speed_max_mm_per_tick: u32,
-    pub accel_max_mm_per_tick: u32,
-    pub think_interval_ticks: u32,
-    pub wander_jitter_mm_per_tick: u32,
-    pub flee_radius_mm: u32,
-    pub flee_weight: u32,
-    pub lookahead_ticks: u32,
-    pub terrain_avoid_weight: u32,
-    pub edge_margin_mm: u32,
-}
-
-/// `[world.player]`.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PlayerSection {
-    pub speed_max_mm_per_tick: u32,
-    pub accel_mm_per_tick: u32,
-    pub cast_radius_mm: u32,
-    pub cast_cooldown_ticks: u32,
-}
-
-impl Default for WorldSection {
-    fn default() -> Self {
-        WorldSection::from_world(&WorldConfig::default())
-    }
-}
-
-impl Default for FlockingSection {
-    fn default() -> Self {
-        WorldSection::default().flocking
-    }
-}
-
-impl Default for PlayerSection {
-    fn default() -> Self {
-        WorldSection::default().player
-    }
-}
-
-impl WorldSection {
-    /// The section describing `c`.
-    pub fn from_world(c: &WorldConfig) -> WorldSection {
-        let f = &c.flocking;
-        let p = &c.player;
-        WorldSection {
-            seed: c.seed,
-            world_size_mm: c.world_size_mm,
-            terrain_grid_cells: c.terrain_grid_cells,
-            terrain_cell_size_mm: c.terrain_cell_size_mm,
-            terrain_octaves: c.terrain_octaves,
-            terrain_height_max_mm: c.terrain_height_max_mm,
-            water_level_mm: c.water_level_mm,
-            slope_max_mm_per_cell: c.slope_max_mm_per_cell,
-            hunting_field_count: c.hunting_field_count,
-            hunting_field_radius_mm: c.hunting_field_radius_mm,
-            town_radius_mm: c.town_radius_mm,
-            boid_count: c.boid_count,
-            tick_rate_hz: c.tick_rate_hz,
-            snapshot_interval_ticks: c.snapshot_interval_ticks,
-            view_radius_mm: c.view_radius_mm,
-            client_slots_max: c.client_slots_max,
-            downstream_avg_bytes_per_s: c.downstream_avg_bytes_per_s,
-            downstream_cap_bytes_per_s: c.downstream_cap_bytes_per_s,
-            flocking: FlockingSection {
-                neighbour_radius_mm: f.neighbour_radius_mm,
-                separation_radius_mm: f.separation_radius_mm,
-                neighbours_max: f.neighbours_max,
-                cohesion_weight: f.cohesion_weight,
-                alignment_weight: f.alignment_weight,
-                separation_weight: f.separation_weight,
-                speed_min_mm_per_tick: f.speed_min_mm_per_tick,
-                speed_max_mm_per_tick: f.speed_max_mm_per_tick,
-                accel_max_mm_per_tick: f.accel_max_mm_per_tick,
-                think_interval_ticks: f.think_interval_ticks,
-                wander_jitter_mm_per_tick: f.wander_jitter_mm_per_tick,
-                flee_radius_mm: f.flee_radius_mm,
-                flee_weight: f.flee_weight,
-                lookahead_ticks: f.lookahead_ticks,
-                terrain_avoid_weight: f.terrain_avoid_weight,
-                edge_margin_mm: f.edge_margin_mm,
-            },
-            player: PlayerSection {
-                speed_max_mm_per_tick: p.speed_max_mm_per_tick,
-                accel_mm_per_tick: p.accel_mm_per_tick,
-                cast_radius_mm: p.cast_radius_mm,
-                cast_cooldown_ticks: p.cast_cooldown_ticks,
-            },
-        }
-    }
-
-    /// The kernel config, validated; a bad value is reported as `world.<field>`.
-    pub fn to_world(&self) -> Result<WorldConfig, ConfigError> {
-        let f = &self.flocking;
-        let p = &self.player;
-        let c = WorldConfig {
-            seed: self.seed,
-            world_size_mm: self.world_size_mm,
-            terrain_grid_cells: self.terrain_grid_cells,
-            terrain_cell_size_mm: self.terrain_cell_size_mm,
-            terrain_octaves: self.terrain_octaves,
-            terrain_height_max_mm: self.terrain_height_max_mm,
-            water_level_mm: self.water_level_mm,
-            slope_max_mm_per_cell: self.slope_max_mm_per_cell,
-            hunting_field_count: self.hunting_field_count,
-            hunting_field_radius_mm: self.hunting_field_radius_mm,
-            town_radius_mm: self.town_radius_mm,
-            boid_count: self.boid_count,
-            tick_rate_hz: self.tick_rate_hz,
-            snapshot_interval_ticks: self.snapshot_interval_ticks,
-            view_radius_mm: self.view_radius_mm,
-            client_slots_max: self.client_slots_max,
-            downstream_avg_bytes_per_s: self.downstream_avg_bytes_per_s,
-            downstream_cap_bytes_per_s: self.downstream_cap_bytes_per_s,
-            flocking: FlockingConfig {
-                neighbour_radius_mm: f.neighbour_radius_mm,
-                separation_radius_mm: f.separation_radius_mm,
-                neighbours_max: f.neighbours_max,
-                cohesion_weight: f.cohesion_weight,
-                alignment_weight: f.alignment_weight,
-                separation_weight: f.separation_weight,
-                speed_min_mm_per_tick: f.speed_min_mm_per_tick,
-                speed_max_mm_per_tick: f.speed_max_mm_per_tick,
-                accel_max_mm_per_tick: f.accel_max_mm_per_tick,
-                think_interval_ticks: f.think_interval_ticks,
-                wander_jitter_mm_per_tick: f.wander_jitter_mm_per_tick,
-                flee_radius_mm: f.flee_radius_mm,
-                flee_weight: f.flee_weight,
-                lookahead_ticks: f.lookahead_ticks,
-                terrain_avoid_weight: f.terrain_avoid_weight,
-                edge_margin_mm: f.edge_margin_mm,
-            },
-            player: PlayerConfig {
-                speed_max_mm_per_tick: p.speed_max_mm_per_tick,
-                accel_mm_per_tick: p.accel_mm_per_tick,
-                cast_radius_mm: p.cast_radius_mm,
-                cast_cooldown_ticks: p.cast_cooldown_ticks,
-            },
+/// `[world]` is the kernel's `WorldConfig` itself (it deserializes with unknown keys
+/// refused and missing ones defaulted); this validates it and names a bad key as
+/// `world.<field>`.
+fn validate_world(c: &WorldConfig) -> Result<(), ConfigError> {
+    c.validate().map_err(|e| {
+        use migratory_kernel::ConfigError as K;
+        let field = match &e {
+            K::OutOfRange { field, .. } | K::Inconsistent { field, .. } => *field,
         };
-        c.validate().map_err(|e| {
-            use migratory_kernel::ConfigError as K;
-            let field = match &e {
-                K::OutOfRange { field, .. } | K::Inconsistent { field, .. } => *field,
-            };
-            invalid(&format!("world.{field}"), e.to_string())
-        })?;
-        Ok(c)
-    }
+        invalid(&format!("world.{field}"), e.to_string())
+    })
 }
 
 impl ServerConfig {
@@ -521,7 +347,7 @@ impl ServerConfig {
             }
             other => invalid("server.terrain_wire", other.to_string()),
         })?;
-        self.world.to_world()?;
+        validate_world(&self.world)?;
         Ok(())
     }
 }
@@ -623,11 +449,22 @@ mod tests {
     }
 
     #[test]
-    fn world_section_round_trips() {
-        let c = WorldConfig {
-            boid_count: 77,
-            ..WorldConfig::default()
-        };
-        assert_eq!(WorldSection::from_world(&c).to_world().unwrap(), c);
+    fn world_keys_map_onto_the_kernel_config() {
+        let c = ServerConfig::from_toml(
+            "[world]\nboid_count = 77\n[world.flocking]\nneighbours_max = 9\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.world.boid_count, 77);
+        assert_eq!(c.world.flocking.neighbours_max, 9);
+        assert_eq!(c.world.view_radius_mm, WorldConfig::default().view_radius_mm);
+        let e = ServerConfig::from_toml("[world.flocking]\nbogus = 1\n", "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bogus"), "{e}");
+        let e = ServerConfig::from_toml("[world]\nboid_count = 99999999\n", "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("world.boid_count"), "{e}");
     }
 }

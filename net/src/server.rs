@@ -173,7 +173,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     config.validate()?;
     let epoch = Instant::now();
     let s = &config.server;
-    let world_config = config.world.to_world()?;
+    let world_config = config.world.clone();
     let shards = s.shards as usize;
     let world = World::new(world_config.clone(), shards)?;
     let terrain = terrain_wire::encode(world.terrain(), &s.terrain_wire)?;

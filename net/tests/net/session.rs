@@ -240,7 +240,7 @@ async fn write_live_session_corpus() {
     }
     let dir = TempDir::new("corpus");
     let mut config = common::small_config();
-    config.world = migratory_net::config::WorldSection::default();
+    config.world = migratory_kernel::WorldConfig::default();
     config.world.boid_count = 2000;
     let path = live_equals_replay(config, 1200, dir.path()).await;
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../corpora/live-session.mrec");
