@@ -85,7 +85,7 @@ impl Default for ServerSection {
             hello_timeout_seconds: 5.0,
             max_client_message_bytes: 512,
             shutdown_timeout_seconds: 2.0,
-            ws_frame_max_bytes: 16_384,
+            ws_frame_max_bytes: 4_096,
             tcp_send_buffer_bytes: 0,
             recording: RecordingSection::default(),
             tick_loop: TickLoopSection::default(),
