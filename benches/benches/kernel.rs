@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use migratory_kernel::hash;
 use migratory_kernel::scripted::{Script, ScriptConfig};
 use migratory_kernel::{TickInputs, World, WorldConfig};
 
@@ -84,6 +85,27 @@ fn hashing(c: &mut Criterion) {
         let s = Session::new(boids, clients, 1, 300);
         group.bench_function(format!("{boids}boids/{clients}clients/full-root"), |b| {
             b.iter(|| s.world.recompute_state_root());
+        });
+        // What a step hashes besides the per-client digests: the boid leaves (player and
+        // stream leaves of free slots are cached; 1,000 clients fill 16 player chunks).
+        let active_chunks = clients.div_ceil(64) as usize;
+        group.bench_function(format!("{boids}boids/{clients}clients/step-leaves"), |b| {
+            b.iter(|| {
+                let mut acc = 0u8;
+                for (c, chunk) in s.world.boids().chunks(hash::BOIDS_PER_CHUNK).enumerate() {
+                    acc ^= hash::boid_chunk(c as u32, chunk)[0];
+                }
+                for (c, chunk) in s
+                    .world
+                    .players()
+                    .chunks(hash::PLAYERS_PER_CHUNK)
+                    .take(active_chunks)
+                    .enumerate()
+                {
+                    acc ^= hash::player_chunk(c as u32, chunk)[0];
+                }
+                acc
+            });
         });
     }
     group.finish();

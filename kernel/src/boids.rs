@@ -8,14 +8,16 @@ use crate::grid::UniformGrid;
 use crate::rng;
 use crate::terrain::Terrain;
 
-/// A boid: position in millimetres, velocity in millimetres per tick.
+/// A boid: position in millimetres, velocity in millimetres per tick. Speeds are at most
+/// `SPEED_MM_PER_TICK_MAX` (254), so velocities fit an i16: 12 bytes a boid, which is what
+/// the state root hashes every tick.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[repr(C)]
 pub struct Boid {
     pub x_mm: i32,
     pub y_mm: i32,
-    pub vx: i32,
-    pub vy: i32,
+    pub vx: i16,
+    pub vy: i16,
 }
 
 /// A joined player's avatar as the boids and snapshots see it this tick.
@@ -62,7 +64,7 @@ impl Neighbourhood<'_> {
         let f = self.flocking;
         let think = f.think_interval_ticks;
         if self.tick.wrapping_add(id) % think != 0 {
-            return self.glide(b, b.vx, b.vy);
+            return self.glide(b, b.vx as i32, b.vy as i32);
         }
         let amax = f.accel_max_mm_per_tick as i64 * think as i64;
         let r = f.neighbour_radius_mm as i64;
@@ -219,11 +221,15 @@ impl Neighbourhood<'_> {
         let (x, y) = move_blocked(self.terrain, self.world_size_mm, b.x_mm, b.y_mm, vx, vy);
         let vx = if x == b.x_mm + vx { vx } else { -vx };
         let vy = if y == b.y_mm + vy { vy } else { -vy };
+        debug_assert!(
+            vx.abs() <= 254 && vy.abs() <= 254,
+            "speed clamp broken: ({vx}, {vy})"
+        );
         Boid {
             x_mm: x,
             y_mm: y,
-            vx,
-            vy,
+            vx: vx as i16,
+            vy: vy as i16,
         }
     }
 }

@@ -29,7 +29,7 @@ use crate::world::{Player, World, WorldError};
 use crate::KERNEL_RULES_VERSION;
 
 /// Current checkpoint format version.
-pub const CHECKPOINT_VERSION: u32 = 1;
+pub const CHECKPOINT_VERSION: u32 = 2;
 const MAGIC: &[u8; 4] = b"MGCK";
 const HEADER_BYTES: usize = 56;
 
@@ -83,7 +83,7 @@ struct CheckpointState {
     streams: Vec<StreamState>,
 }
 
-const BOID_BYTES: usize = 16;
+const BOID_BYTES: usize = 12;
 
 /// Byte k of record i goes to `out[k * n + i]`.
 fn to_planes(records: &[u8]) -> Vec<u8> {
@@ -100,16 +100,16 @@ fn to_planes(records: &[u8]) -> Vec<u8> {
 /// The inverse of `to_planes`, straight into boids (little-endian fields).
 fn from_planes(planes: &[u8]) -> Vec<Boid> {
     let n = planes.len() / BOID_BYTES;
-    let field = |i: usize, f: usize| {
-        let b = |k: usize| planes[(f * 4 + k) * n + i];
-        i32::from_le_bytes([b(0), b(1), b(2), b(3)])
-    };
+    // Layout of the 12 canonical bytes: x (4), y (4), vx (2), vy (2).
+    let b = |i: usize, k: usize| planes[k * n + i];
+    let word = |i: usize, at: usize| i32::from_le_bytes([b(i, at), b(i, at + 1), b(i, at + 2), b(i, at + 3)]);
+    let half = |i: usize, at: usize| i16::from_le_bytes([b(i, at), b(i, at + 1)]);
     (0..n)
         .map(|i| Boid {
-            x_mm: field(i, 0),
-            y_mm: field(i, 1),
-            vx: field(i, 2),
-            vy: field(i, 3),
+            x_mm: word(i, 0),
+            y_mm: word(i, 4),
+            vx: half(i, 8),
+            vy: half(i, 10),
         })
         .collect()
 }

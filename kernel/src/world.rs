@@ -803,8 +803,8 @@ fn spawn_boid(terrain: &Terrain, cfg: &WorldConfig, bits: u64) -> Boid {
     Boid {
         x_mm,
         y_mm,
-        vx: (dx * s / len) as i32,
-        vy: (dy * s / len) as i32,
+        vx: (dx * s / len) as i16,
+        vy: (dy * s / len) as i16,
     }
 }
 

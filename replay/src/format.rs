@@ -118,15 +118,10 @@ pub enum RecordingError {
     #[error("recording format version {found} is newer than this build supports ({supported})")]
     UnsupportedVersion { found: u32, supported: u32 },
     #[error(
-        "the checkpoint at byte offset {offset} (tick {tick}) was made by kernel rules version {found}, \
-         this build runs {supported}: replay from the start, or bless the recording"
+        "the checkpoint at byte offset {offset} (tick {tick}) cannot be restored by this build \
+         ({reason}): replay from the start, or bless the recording"
     )]
-    RulesMismatch {
-        offset: u64,
-        tick: u32,
-        found: u32,
-        supported: u32,
-    },
+    CheckpointIncompatible { offset: u64, tick: u32, reason: String },
     #[error("recording corrupted at byte offset {offset}{}: {reason}", ticks_text(*.ticks))]
     Corrupted {
         offset: u64,
@@ -772,13 +767,15 @@ impl Recording {
         let bytes = zstd::bulk::decompress(&payload, FRAME_PAYLOAD_BYTES_MAX as usize)
             .map_err(|e| bad(format!("checkpoint does not decompress: {e}")))?;
         let world = checkpoint::restore(&bytes, shard_count).map_err(|e| match e {
-            // Not damage: the recording predates (or postdates) this build's rules.
-            checkpoint::CheckpointError::RulesMismatch { found, supported } => {
-                RecordingError::RulesMismatch {
+            // Not damage: the recording predates (or postdates) this build's rules or
+            // checkpoint format.
+            checkpoint::CheckpointError::RulesMismatch { .. }
+            | checkpoint::CheckpointError::UpgradeRequired { .. }
+            | checkpoint::CheckpointError::UnsupportedVersion { .. } => {
+                RecordingError::CheckpointIncompatible {
                     offset: f.offset,
                     tick: f.first_tick,
-                    found,
-                    supported,
+                    reason: e.to_string(),
                 }
             }
             e => bad(format!("checkpoint invalid: {e}")),
@@ -829,7 +826,7 @@ impl Recording {
             Some(Ok(w)) => w,
             // Checkpoints of other kernel rules cannot be restored, but a recording that
             // starts from tick 0 can still be replayed from its start.
-            Some(Err(RecordingError::RulesMismatch { .. })) if self.meta.start_tick == 0 => {
+            Some(Err(RecordingError::CheckpointIncompatible { .. })) if self.meta.start_tick == 0 => {
                 self.start_world(shard_count)?
             }
             Some(Err(e)) => return Err(e),

@@ -315,7 +315,7 @@ fn explain_against_recording(
         Ok(w) => w,
         // Recorded under other rules: the divergence is expected and cannot be explained
         // field by field (verify reports `rules_version_differs`).
-        Err(RecordingError::RulesMismatch { .. }) => return Ok((None, Vec::new())),
+        Err(RecordingError::CheckpointIncompatible { .. }) => return Ok((None, Vec::new())),
         Err(e) => return Err(e),
     };
     Ok((Some(cp.first_tick), divergence::compare(&recorded, world)))
@@ -520,8 +520,8 @@ pub fn inspect(path: &Path, tick: u32, entity: Option<u32>) -> Result<InspectRep
                 id,
                 x_mm: b.x_mm,
                 y_mm: b.y_mm,
-                vx: b.vx,
-                vy: b.vy,
+                vx: b.vx.into(),
+                vy: b.vy.into(),
             })
         }
         Some(id) => {

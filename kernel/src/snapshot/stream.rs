@@ -219,8 +219,10 @@ impl ClientStream {
                 let b = ctx.boids[id as usize];
                 let d2 = d2_of(b.x_mm, b.y_mm);
                 if d2 <= r2 {
-                    sc.candidates
-                        .push((d2, ViewEntry::quantize(id, KIND_BOID, b.x_mm, b.y_mm, b.vx, b.vy)));
+                    sc.candidates.push((
+                        d2,
+                        ViewEntry::quantize(id, KIND_BOID, b.x_mm, b.y_mm, b.vx.into(), b.vy.into()),
+                    ));
                 }
             });
         ctx.avatar_grid.for_each_near(own.x_mm, own.y_mm, r as i32, |a| {

@@ -12,8 +12,9 @@ fn an_injected_fault_is_located_to_its_tick_chunk_entity_and_field() {
 
     // More than one boid chunk, so the chunk index is not trivially 0.
     let dir = TempDir::new("fault");
-    let path = dir.write("s.mrec", &synth_bytes(&synth_options(8, 80, 2, 1200, 20, 40)));
-    let (t, e) = (50u32, 1100u32);
+    let boids = BOIDS_PER_CHUNK as u32 + 200;
+    let path = dir.write("s.mrec", &synth_bytes(&synth_options(8, 80, 2, boids, 20, 40)));
+    let (t, e) = (50u32, BOIDS_PER_CHUNK as u32 + 100);
 
     for (faulty, sign) in [(2usize, 1i64), (1, -1)] {
         let fault = Fault {

@@ -316,7 +316,7 @@ fn inspect_shows_the_recorded_state() {
                 }) => {
                     assert_eq!(
                         (got, x_mm, y_mm, vx, vy),
-                        (id, b.x_mm, b.y_mm, b.vx, b.vy),
+                        (id, b.x_mm, b.y_mm, b.vx.into(), b.vy.into()),
                         "tick {t}"
                     )
                 }
