@@ -134,7 +134,7 @@ impl Default for WorldConfig {
                 speed_min_mm_per_tick: 30,
                 speed_max_mm_per_tick: 110,
                 accel_max_mm_per_tick: 10,
-                think_interval_ticks: 6,
+                think_interval_ticks: 8,
                 wander_jitter_mm_per_tick: 4,
                 flee_radius_mm: 15_000,
                 flee_weight: 256,

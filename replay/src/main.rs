@@ -13,6 +13,17 @@ use migratory_kernel::WorldConfig;
 use migratory_replay::format::WriterOptions;
 use migratory_replay::tools::{self, Divergence, SynthOptions};
 
+/// `println!` that exits quietly when stdout is gone (`migratory-replay ... | head`),
+/// as a Unix tool killed by SIGPIPE would, instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout().lock(), $($arg)*).is_err() {
+            std::process::exit(141);
+        }
+    }};
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "migratory-replay",
@@ -167,30 +178,38 @@ fn progress() -> impl FnMut(u32, u32) {
 
 fn print_json(value: &impl serde::Serialize) {
     match serde_json::to_string_pretty(value) {
-        Ok(s) => println!("{s}"),
+        Ok(s) => out!("{s}"),
         Err(e) => eprintln!("error: cannot encode the report as JSON: {e}"),
     }
 }
 
 fn print_divergence(d: &Divergence) {
-    println!(
+    out!(
         "DIVERGED at tick {} ({}): {} {} vs {} {}",
-        d.tick, d.what, d.a, d.a_root, d.b, d.b_root
+        d.tick,
+        d.what,
+        d.a,
+        d.a_root,
+        d.b,
+        d.b_root
     );
     if let Some(t) = d.explained_at_tick {
-        println!("  states compared at tick {t}:");
+        out!("  states compared at tick {t}:");
     }
     for c in &d.chunks {
-        println!(
+        out!(
             "  chunk {} #{} (items {}..{})",
-            c.kind, c.index, c.items.0, c.items.1
+            c.kind,
+            c.index,
+            c.items.0,
+            c.items.1
         );
         for f in &c.fields {
-            println!("    {} {}: {} vs {}", f.entity, f.field, f.a, f.b);
+            out!("    {} {}: {} vs {}", f.entity, f.field, f.a, f.b);
         }
     }
     if !d.clients.is_empty() {
-        println!("  frames differ for clients {:?}", d.clients);
+        out!("  frames differ for clients {:?}", d.clients);
     }
 }
 
@@ -220,23 +239,27 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if json {
                 print_json(&r);
             } else {
-                println!(
+                out!(
                     "{}: ticks {}..={} on {} shard(s)",
-                    r.file, r.first_tick, r.final_tick, r.shards
+                    r.file,
+                    r.first_tick,
+                    r.final_tick,
+                    r.shards
                 );
-                println!("final root {}", r.final_root);
-                println!(
+                out!("final root {}", r.final_root);
+                out!(
                     "{:.0} ticks/s ({:.1}x real time)",
-                    r.ticks_per_s, r.real_time_multiple
+                    r.ticks_per_s,
+                    r.real_time_multiple
                 );
                 match r.first_mismatch_tick {
-                    None => println!("every root matches the recording"),
+                    None => out!("every root matches the recording"),
                     Some(t) => {
-                        println!("roots differ from the recording from tick {t} (run verify for details)")
+                        out!("roots differ from the recording from tick {t} (run verify for details)")
                     }
                 }
                 if let Some(t) = &r.torn_tail {
-                    println!("torn tail at byte {}: {} ticks recovered", t.offset, r.ticks);
+                    out!("torn tail at byte {}: {} ticks recovered", t.offset, r.ticks);
                 }
             }
             Ok(ok(r.roots_match))
@@ -261,22 +284,24 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if json {
                 print_json(&r);
             } else {
-                println!("{}: {} ticks at shards {:?}", r.file, r.ticks, r.shard_counts);
+                out!("{}: {} ticks at shards {:?}", r.file, r.ticks, r.shard_counts);
                 if let Some(t) = &r.torn_tail {
-                    println!(
+                    out!(
                         "torn tail at byte {} ({} bytes lost): {} ticks recovered",
-                        t.offset, t.bytes_lost, r.ticks_recovered
+                        t.offset,
+                        t.bytes_lost,
+                        r.ticks_recovered
                     );
                 }
                 if r.rules_version_differs {
-                    println!("note: recorded with other kernel rules; differences are expected");
+                    out!("note: recorded with other kernel rules; differences are expected");
                 }
                 match &r.divergence {
                     Some(d) => print_divergence(d),
                     None if r.end_frame_matches == Some(false) => {
-                        println!("MISMATCH: the end frame's final root or chain differs")
+                        out!("MISMATCH: the end frame's final root or chain differs")
                     }
-                    None => println!("OK: every tick matches the recording and across shard counts"),
+                    None => out!("OK: every tick matches the recording and across shard counts"),
                 }
             }
             Ok(ok(r.ok()))
@@ -289,21 +314,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 for e in &entries {
                     match (&e.error, bless, e.blessed_first_changed_tick, &e.divergence) {
-                        (Some(err), _, _, _) => println!("FAIL {}: {err}", e.file),
+                        (Some(err), _, _, _) => out!("FAIL {}: {err}", e.file),
                         (None, true, Some(t), _) => {
-                            println!("BLESSED {}: roots changed from tick {t}", e.file)
+                            out!("BLESSED {}: roots changed from tick {t}", e.file)
                         }
                         (None, _, _, Some(d)) if !e.ok => {
-                            println!("FAIL {}:", e.file);
+                            out!("FAIL {}:", e.file);
                             print_divergence(d);
                             if e.rules_version_differs {
-                                println!(
-                                    "  (recorded with other kernel rules: if intended, run check --bless)"
-                                );
+                                out!("  (recorded with other kernel rules: if intended, run check --bless)");
                             }
                         }
-                        (None, _, _, _) if e.ok => println!("ok {} ({} ticks)", e.file, e.ticks),
-                        (None, _, _, _) => println!("FAIL {}: end frame mismatch", e.file),
+                        (None, _, _, _) if e.ok => out!("ok {} ({} ticks)", e.file, e.ticks),
+                        (None, _, _, _) => out!("FAIL {}: end frame mismatch", e.file),
                     }
                 }
             }
@@ -314,15 +337,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if json {
                 print_json(&r);
             } else {
-                println!("tick {} root {}", r.tick, r.state_root);
-                println!("{} boids, {} players", r.boids, r.players.len());
+                out!("tick {} root {}", r.tick, r.state_root);
+                out!("{} boids, {} players", r.boids, r.players.len());
                 match &r.entity {
-                    Some(e) => println!("{e:?}"),
+                    Some(e) => out!("{e:?}"),
                     None => {
                         for p in &r.players {
-                            println!(
+                            out!(
                                 "  slot {} client {} {:?} at ({}, {}) mm, score {}",
-                                p.slot, p.client, p.name, p.x_mm, p.y_mm, p.score
+                                p.slot,
+                                p.client,
+                                p.name,
+                                p.x_mm,
+                                p.y_mm,
+                                p.score
                             );
                         }
                     }
@@ -335,12 +363,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if json {
                 print_json(&r);
             } else if r.config_differs {
-                println!("the recordings are of different worlds (config hashes differ)");
+                out!("the recordings are of different worlds (config hashes differ)");
             } else {
                 match r.first_divergent_tick {
-                    None => println!("identical over ticks {}..={}", r.common_ticks.0, r.common_ticks.1),
+                    None => out!("identical over ticks {}..={}", r.common_ticks.0, r.common_ticks.1),
                     Some(t) => {
-                        println!(
+                        out!(
                             "first divergent tick {t} ({}){}",
                             r.what.as_deref().unwrap_or(""),
                             if r.inputs_differ {
@@ -350,12 +378,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             }
                         );
                         for c in &r.chunks {
-                            println!(
+                            out!(
                                 "  chunk {} #{} (items {}..{})",
-                                c.kind, c.index, c.items.0, c.items.1
+                                c.kind,
+                                c.index,
+                                c.items.0,
+                                c.items.1
                             );
                             for f in &c.fields {
-                                println!("    {} {}: {} vs {}", f.entity, f.field, f.a, f.b);
+                                out!("    {} {}: {} vs {}", f.entity, f.field, f.a, f.b);
                             }
                         }
                     }
@@ -368,7 +399,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if json {
                 print_json(&r);
             } else {
-                println!(
+                out!(
                     "wrote {} ({} bytes): state at tick {} and ticks {}..={}",
                     r.out,
                     r.bytes,
@@ -384,14 +415,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if json {
                 print_json(&r);
             } else {
-                println!(
+                out!(
                     "wrote {} ({} bytes, {} ticks), final root {}",
                     out.display(),
                     r.bytes,
                     r.ticks,
                     r.final_root
                 );
-                println!(
+                out!(
                     "step {:.3} ms/tick, recording {:.4} ms/tick ({:.2}% of the tick)",
                     r.step_ms_per_tick,
                     r.record_ms_per_tick,
@@ -405,7 +436,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if json {
                 print_json(&r);
             } else {
-                println!(
+                out!(
                     "{} boids, {} clients, {} ticks; recording {} bytes, recording cost {:.2}% of the tick",
                     r.boids,
                     r.clients,
@@ -414,9 +445,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     r.record_fraction * 100.0
                 );
                 for l in &r.lines {
-                    println!(
+                    out!(
                         "  shards {}: {:.0} ticks/s ({:.1}x real time, {:.2}x vs shards {})",
-                        l.shards, l.ticks_per_s, l.real_time_multiple, l.speedup, r.lines[0].shards
+                        l.shards,
+                        l.ticks_per_s,
+                        l.real_time_multiple,
+                        l.speedup,
+                        r.lines[0].shards
                     );
                 }
             }
