@@ -405,6 +405,7 @@ impl World {
         self.apply_inputs(tick, inputs);
         self.move_avatars();
 
+        self.gather_sorted();
         // Sharded: every boid's next state, reading only the previous tick.
         {
             let shards = self.pool.shard_count();
@@ -446,12 +447,28 @@ impl World {
         &self.output
     }
 
+    /// Re-buckets the boids. Casts read the grid directly; the boid phase also needs the
+    /// boids copied into grid order, which `gather_sorted` does on the shards.
     fn rebuild_grid(&mut self) {
         let boids = &self.boids;
         self.grid.rebuild(boids.len(), |i| (boids[i].x_mm, boids[i].y_mm));
-        for (k, &id) in self.grid.order().iter().enumerate() {
-            self.sorted_boids[k] = boids[id as usize];
-        }
+    }
+
+    /// Sharded: copies the boids into grid order (contiguous ranges of the order), so the
+    /// neighbour scans read memory in sequence.
+    fn gather_sorted(&mut self) {
+        let shards = self.pool.shard_count();
+        let (boids, order) = (&self.boids, self.grid.order());
+        let n = order.len();
+        let sorted = SharedSlice::new(&mut self.sorted_boids);
+        self.pool.run(&|s| {
+            let range = shard_range(n, s, shards);
+            // SAFETY: shard ranges are disjoint.
+            let out = unsafe { sorted.range_mut(range.clone()) };
+            for (o, &id) in out.iter_mut().zip(&order[range]) {
+                *o = boids[id as usize];
+            }
+        });
     }
 
     fn apply_inputs(&mut self, tick: u32, inputs: &TickInputs) {
