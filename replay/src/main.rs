@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Parser, Subcommand};
 use migratory_kernel::scripted::ScriptConfig;
 use migratory_kernel::WorldConfig;
+use migratory_replay::divergence::ChunkDiff;
 use migratory_replay::format::WriterOptions;
 use migratory_replay::tools::{self, Divergence, SynthOptions};
 
@@ -183,6 +184,22 @@ fn print_json(value: &impl serde::Serialize) {
     }
 }
 
+/// The differing leaves of the state tree, then the entities and fields inside them.
+fn print_chunks(chunks: &[ChunkDiff]) {
+    for c in chunks {
+        out!(
+            "  chunk {} #{} (items {}..{})",
+            c.kind,
+            c.index,
+            c.items.0,
+            c.items.1
+        );
+        for f in &c.fields {
+            out!("    {} {}: {} vs {}", f.entity, f.field, f.a, f.b);
+        }
+    }
+}
+
 fn print_divergence(d: &Divergence) {
     out!(
         "DIVERGED at tick {} ({}): {} {} vs {} {}",
@@ -196,18 +213,7 @@ fn print_divergence(d: &Divergence) {
     if let Some(t) = d.explained_at_tick {
         out!("  states compared at tick {t}:");
     }
-    for c in &d.chunks {
-        out!(
-            "  chunk {} #{} (items {}..{})",
-            c.kind,
-            c.index,
-            c.items.0,
-            c.items.1
-        );
-        for f in &c.fields {
-            out!("    {} {}: {} vs {}", f.entity, f.field, f.a, f.b);
-        }
-    }
+    print_chunks(&d.chunks);
     if !d.clients.is_empty() {
         out!("  frames differ for clients {:?}", d.clients);
     }
@@ -377,18 +383,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                                 ""
                             }
                         );
-                        for c in &r.chunks {
-                            out!(
-                                "  chunk {} #{} (items {}..{})",
-                                c.kind,
-                                c.index,
-                                c.items.0,
-                                c.items.1
-                            );
-                            for f in &c.fields {
-                                out!("    {} {}: {} vs {}", f.entity, f.field, f.a, f.b);
-                            }
-                        }
+                        print_chunks(&r.chunks);
                     }
                 }
             }
