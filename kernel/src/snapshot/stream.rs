@@ -41,9 +41,8 @@ pub(crate) struct ClientStream {
     pub interest: Vec<Interest>,
     /// blake3 of all of the above, refreshed by every build.
     pub digest: [u8; 32],
-    /// The frame built at `frame_tick` (output, not state).
+    /// The frame of this client's latest snapshot (output, not state).
     pub frame: Vec<u8>,
-    pub frame_tick: u32,
     pub frame_digest: [u8; 32],
 }
 
@@ -128,7 +127,6 @@ impl ClientStream {
             interest: Vec::with_capacity(VIEW_ENTITIES_MAX),
             digest: [0; 32],
             frame: Vec::with_capacity(budget_cap_bytes as usize),
-            frame_tick: NO_TICK,
             frame_digest: [0; 32],
         };
         s.refresh_digest();
@@ -364,7 +362,6 @@ impl ClientStream {
             self.frame.len()
         );
         self.tokens_bytes -= self.frame.len() as u32;
-        self.frame_tick = ctx.tick;
         self.frame_digest = *blake3::hash(&self.frame).as_bytes();
 
         // 6. Remember what the client will hold after this frame: the baseline without the
