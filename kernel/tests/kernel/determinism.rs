@@ -95,6 +95,10 @@ proptest! {
             .flat_map(|(t, ins)| (0..ins.len()).map(move |i| (t, i))).collect();
         prop_assume!(!positions.is_empty());
         let (t, i) = positions[(pick % positions.len() as u64) as usize];
+        // A client that leaves in the same tick takes its slot's state with it, so its
+        // other inputs of that tick rightly change nothing (found by this test, seed 135).
+        let client = stream[t][i].client();
+        prop_assume!(!stream[t].iter().any(|x| matches!(x, Input::Leave { client: c } if *c == client)));
         let mut changed = stream.clone();
         match (&mut changed[t][i], how) {
             (Input::Steer { throttle, .. }, 0) => *throttle = if *throttle == 0 { 1 } else { *throttle - 1 },
