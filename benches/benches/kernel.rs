@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use migratory_kernel::hash;
 use migratory_kernel::scripted::{Script, ScriptConfig};
-use migratory_kernel::{TickInputs, World, WorldConfig};
+use migratory_kernel::{Boid, TickInputs, World, WorldConfig};
 
 /// A world with `clients` scripted players, warmed up until they have spread out.
 struct Session {
@@ -86,14 +86,19 @@ fn hashing(c: &mut Criterion) {
         group.bench_function(format!("{boids}boids/{clients}clients/full-root"), |b| {
             b.iter(|| s.world.recompute_state_root());
         });
-        // What a step hashes besides the per-client digests: the boid leaves (player and
-        // stream leaves of free slots are cached; 1,000 clients fill 16 player chunks).
+        // What a step hashes besides the per-client digests: the boid leaves of the think
+        // group that thought (the others are unchanged, see `hash`), and the player leaves
+        // of occupied chunks (those of free slots are cached; 1,000 clients fill 16).
         let active_chunks = clients.div_ceil(64) as usize;
+        let layout = hash::TreeLayout::of(s.world.config());
+        let mut anchors = vec![Boid::default(); hash::BOIDS_PER_CHUNK];
         group.bench_function(format!("{boids}boids/{clients}clients/step-leaves"), |b| {
             b.iter(|| {
+                let tick = s.world.tick();
                 let mut acc = 0u8;
-                for (c, chunk) in s.world.boids().chunks(hash::BOIDS_PER_CHUNK).enumerate() {
-                    acc ^= hash::boid_chunk(c as u32, chunk)[0];
+                for c in layout.group_leaves(layout.group_thinking_at(tick)) {
+                    let chunk = layout.chunk(c);
+                    acc ^= hash::boid_leaf(&layout, chunk, tick, s.world.boids(), &mut anchors)[0];
                 }
                 for (c, chunk) in s
                     .world

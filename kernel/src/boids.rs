@@ -64,7 +64,13 @@ impl Neighbourhood<'_> {
         let f = self.flocking;
         let think = f.think_interval_ticks;
         if self.tick.wrapping_add(id) % think != 0 {
-            return self.glide(b, b.vx as i32, b.vy as i32);
+            // Between thinks a boid moves in a straight line: its last think (or its spawn)
+            // planned a path that stays dry and inside the world until the next one.
+            return Boid {
+                x_mm: b.x_mm + b.vx as i32,
+                y_mm: b.y_mm + b.vy as i32,
+                ..b
+            };
         }
         let amax = f.accel_max_mm_per_tick as i64 * think as i64;
         let r = f.neighbour_radius_mm as i64;
@@ -211,27 +217,58 @@ impl Neighbourhood<'_> {
                 with_length(vx, vy, smin)
             };
         }
-        self.glide(b, vx as i32, vy as i32)
-    }
-
-    /// Moves `b` along (vx, vy), keeping out of water and inside the world. A blocked axis
-    /// reflects the velocity, so the boid turns away.
-    #[inline]
-    fn glide(&self, b: Boid, vx: i32, vy: i32) -> Boid {
-        let (x, y) = move_blocked(self.terrain, self.world_size_mm, b.x_mm, b.y_mm, vx, vy);
-        let vx = if x == b.x_mm + vx { vx } else { -vx };
-        let vy = if y == b.y_mm + vy { vy } else { -vy };
+        let (vx, vy) = plan_path(
+            self.terrain,
+            self.world_size_mm,
+            b.x_mm,
+            b.y_mm,
+            vx as i32,
+            vy as i32,
+            think,
+        );
         debug_assert!(
             vx.abs() <= 254 && vy.abs() <= 254,
             "speed clamp broken: ({vx}, {vy})"
         );
         Boid {
-            x_mm: x,
-            y_mm: y,
+            x_mm: b.x_mm + vx,
+            y_mm: b.y_mm + vy,
             vx: vx as i16,
             vy: vy as i16,
         }
     }
+}
+
+/// The velocity a boid at (x, y) keeps for its next `ticks` ticks: the wanted (vx, vy) if
+/// that straight path stays on dry land inside the world, else the first of it mirrored in
+/// x, in y, or in both that does, else standing still (the boid's own spot is dry).
+///
+/// Planning the whole stretch up front is what keeps motion between thinks linear, so a
+/// think group's anchor records (see `hash`) stay unchanged until it thinks again.
+#[inline]
+pub(crate) fn plan_path(
+    terrain: &Terrain,
+    world_size_mm: i32,
+    x: i32,
+    y: i32,
+    vx: i32,
+    vy: i32,
+    ticks: u32,
+) -> (i32, i32) {
+    let t = ticks as i32;
+    let inside = 0..world_size_mm;
+    // Whether (x, y) + k * (vx, vy) is inside the world and dry for every k in 1..=ticks.
+    let clear = |&(vx, vy): &(i32, i32)| {
+        // The path is a segment from a point inside the world, so its far end decides.
+        inside.contains(&(x + vx * t))
+            && inside.contains(&(y + vy * t))
+            // The far end first: water ahead is likelier there than one step away.
+            && (1..=t).rev().all(|k| !terrain.is_water(x + vx * k, y + vy * k))
+    };
+    [(vx, vy), (-vx, vy), (vx, -vy), (-vx, -vy)]
+        .into_iter()
+        .find(clear)
+        .unwrap_or((0, 0))
 }
 
 /// Moves (x, y) by (vx, vy) but never into water or out of the world: the full move if

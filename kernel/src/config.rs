@@ -317,7 +317,7 @@ impl WorldConfig {
             "flocking.think_interval_ticks",
             f.think_interval_ticks as i64,
             1,
-            16,
+            crate::hash::THINK_GROUPS_MAX as i64,
         )?;
         check(
             "flocking.wander_jitter_mm_per_tick",

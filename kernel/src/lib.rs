@@ -28,4 +28,4 @@ pub use world::{ClientFrame, Player, StreamSummary, TickOutput, World, WorldErro
 
 /// Version of the simulation rules. Bump it whenever the same inputs would produce a
 /// different state or different frames, so recordings can tell they need re-blessing.
-pub const KERNEL_RULES_VERSION: u32 = 3;
+pub const KERNEL_RULES_VERSION: u32 = 4;

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use crate::boids::{self, Avatar, Boid, Neighbourhood};
 use crate::config::{ConfigError, WorldConfig};
 use crate::grid::UniformGrid;
-use crate::hash::{self, BOIDS_PER_CHUNK, PLAYERS_PER_CHUNK, STREAMS_PER_CHUNK};
+use crate::hash::{
+    self, ChunkId, ChunkKind, TreeLayout, BOIDS_PER_CHUNK, PLAYERS_PER_CHUNK, STREAMS_PER_CHUNK,
+};
 use crate::input::{name_is_valid, Input, Rejections, TickInputs, NAME_BYTES_MAX, THROTTLE_MAX};
 use crate::pool::{shard_range, ShardPool, SharedSlice};
 use crate::rng;
@@ -171,6 +173,8 @@ impl TickOutput {
 #[derive(Debug, Default)]
 struct ShardScratch {
     snapshot: SnapshotScratch,
+    /// One boid leaf's anchor records, gathered for hashing.
+    anchors: Vec<Boid>,
 }
 
 /// The world: state, derived indexes, the shard pool and reusable buffers.
@@ -195,7 +199,11 @@ pub struct World {
     scratch: Vec<ShardScratch>,
     input_order: Vec<u32>,
     caught: Vec<u32>,
+    layout: TreeLayout,
     leaves: Vec<[u8; 32]>,
+    /// Think groups whose boids the serial phase moved (casts): their leaves are rehashed
+    /// this tick although they did not think.
+    dirty_groups: u32,
     /// Leaves of chunks whose slots are all free, by chunk index (they never change).
     empty_player_leaves: Vec<[u8; 32]>,
     empty_stream_leaves: Vec<[u8; 32]>,
@@ -233,7 +241,7 @@ impl World {
         let cfg = &world.config;
         for id in 0..cfg.boid_count {
             let bits = rng::draw(cfg.seed, 0, id, rng::STREAM_SPAWN);
-            world.boids[id as usize] = spawn_boid(&world.terrain, cfg, bits);
+            world.boids[id as usize] = spawn_boid(&world.terrain, cfg, bits, id, 0);
         }
         world.rehash();
         Ok(world)
@@ -261,7 +269,8 @@ impl World {
         let f = &config.flocking;
         let pool = ShardPool::new(shard_count);
         let shards = pool.shard_count();
-        let counts = hash::chunk_counts(boids.len(), slots);
+        let layout = TreeLayout::of(&config);
+        let counts = layout.counts();
         Ok(World {
             config_hash: config.content_hash(),
             grid: UniformGrid::new(config.world_size_mm, f.neighbour_radius_mm),
@@ -280,11 +289,14 @@ impl World {
             scratch: (0..shards)
                 .map(|_| ShardScratch {
                     snapshot: SnapshotScratch::new(),
+                    anchors: vec![Boid::default(); BOIDS_PER_CHUNK],
                 })
                 .collect(),
             input_order: Vec::with_capacity(1024),
             caught: Vec::with_capacity(64),
-            leaves: vec![[0; 32]; counts.iter().sum()],
+            layout,
+            leaves: vec![[0; 32]; layout.leaf_count()],
+            dirty_groups: 0,
             empty_player_leaves: (0..counts[1])
                 .map(|c| {
                     let n = PLAYERS_PER_CHUNK.min(slots - c * PLAYERS_PER_CHUNK);
@@ -439,11 +451,12 @@ impl World {
             if t == tick {
                 if let Some(b) = self.boids.get_mut(e as usize) {
                     b.x_mm = (b.x_mm + 1).min(self.config.world_size_mm as i32 - 1);
+                    self.dirty_groups |= 1 << (e % self.config.flocking.think_interval_ticks);
                 }
             }
         }
 
-        self.hash_and_snapshot(true);
+        self.hash_and_snapshot(true, false);
         &self.output
     }
 
@@ -614,9 +627,11 @@ impl World {
         });
         // Grid order is cell by cell; respawn in id order so the result reads naturally.
         self.caught.sort_unstable();
+        // The respawned boids stand in the previous tick's state (the boid phase comes next).
         for &id in &self.caught {
             let bits = rng::draw(cfg.seed, tick, id, rng::STREAM_SPAWN);
-            self.boids[id as usize] = spawn_boid(&self.terrain, cfg, bits);
+            self.boids[id as usize] = spawn_boid(&self.terrain, cfg, bits, id, tick - 1);
+            self.dirty_groups |= 1 << (id % cfg.flocking.think_interval_ticks);
         }
         let n = self.caught.len() as u32;
         let player = &mut self.players[slot];
@@ -671,9 +686,19 @@ impl World {
 
     /// Sharded: leaf hashes of boids and players, and the frames of the clients due a
     /// snapshot (`build`). Serial: stream leaves, the state root, the frames and their root.
-    fn hash_and_snapshot(&mut self, build: bool) {
+    /// Boid leaves are rehashed for the think group that thought this tick and the groups
+    /// a cast touched (`all_boid_leaves`: every group); the others have not changed.
+    fn hash_and_snapshot(&mut self, build: bool, all_boid_leaves: bool) {
         let shards = self.pool.shard_count();
-        let counts = hash::chunk_counts(self.boids.len(), self.players.len());
+        let layout = self.layout;
+        let counts = layout.counts();
+        let dirty = std::mem::take(&mut self.dirty_groups);
+        let groups = if all_boid_leaves {
+            u32::MAX
+        } else {
+            (1 << layout.group_thinking_at(self.tick)) | dirty
+        };
+        let tick = self.tick;
         let (boid_leaves, rest) = self.leaves.split_at_mut(counts[0]);
         let (player_leaves, stream_leaves) = rest.split_at_mut(counts[1]);
         {
@@ -701,10 +726,20 @@ impl World {
             let streams = SharedSlice::new(&mut self.streams);
             let scratch = SharedSlice::new(&mut self.scratch);
             self.pool.run(&|s| {
-                for c in (s..counts[0]).step_by(shards) {
-                    let items = &boids[c * BOIDS_PER_CHUNK..((c + 1) * BOIDS_PER_CHUNK).min(boids.len())];
-                    // SAFETY: chunk c belongs to shard c % shards alone.
-                    unsafe { *boid_leaves.get_mut(c) = hash::boid_chunk(c as u32, items) };
+                // SAFETY: scratch s belongs to shard s alone.
+                let sc = unsafe { scratch.get_mut(s) };
+                // The leaves to rehash, numbered in order; shard s takes every shards-th.
+                let due = (0..layout.think_interval_ticks())
+                    .filter(|g| groups & (1 << g) != 0)
+                    .flat_map(|g| layout.group_leaves(g));
+                for c in due.skip(s).step_by(shards) {
+                    let chunk = ChunkId {
+                        kind: ChunkKind::Boids,
+                        index: c as u32,
+                    };
+                    let leaf = hash::boid_leaf(&layout, chunk, tick, boids, &mut sc.anchors);
+                    // SAFETY: each due leaf goes to exactly one shard.
+                    unsafe { *boid_leaves.get_mut(c) = leaf };
                 }
                 for c in (s..counts[1]).step_by(shards) {
                     let chunk =
@@ -719,8 +754,6 @@ impl World {
                     unsafe { *player_leaves.get_mut(c) = leaf };
                 }
                 if build {
-                    // SAFETY: scratch s belongs to shard s alone.
-                    let sc = unsafe { scratch.get_mut(s) };
                     // Clients are staggered over the interval by slot, so each tick builds an
                     // equal share of the frames. Those due this tick share one residue of
                     // slot % interval, so they are spread over shards by slot / interval.
@@ -803,12 +836,14 @@ impl World {
         self.output.tick = self.tick;
         self.output.frames.clear();
         self.output.frame_bytes.clear();
-        self.hash_and_snapshot(false);
+        self.hash_and_snapshot(false, true);
     }
 }
 
-/// A boid at a random land point, moving at the minimum speed in a random direction.
-fn spawn_boid(terrain: &Terrain, cfg: &WorldConfig, bits: u64) -> Boid {
+/// Boid `id` at a random land point, moving at the minimum speed in a random direction, as
+/// its state at `state_tick`: its velocity is planned (see `boids::plan_path`) for the
+/// ticks it glides before it first thinks.
+fn spawn_boid(terrain: &Terrain, cfg: &WorldConfig, bits: u64, id: u32, state_tick: u32) -> Boid {
     let (x_mm, y_mm) = terrain.spawn_point(bits);
     let dir = rng::draw(bits, 0, 0, rng::STREAM_SPAWN);
     let s = cfg.flocking.speed_min_mm_per_tick.max(1) as i64;
@@ -817,11 +852,22 @@ fn spawn_boid(terrain: &Terrain, cfg: &WorldConfig, bits: u64) -> Boid {
         rng::symmetric(dir.rotate_left(32), 1024) as i64,
     );
     let len = rng::isqrt((dx * dx + dy * dy) as u64).max(1) as i64;
+    let think = cfg.flocking.think_interval_ticks;
+    let glides = (think - state_tick.wrapping_add(1).wrapping_add(id) % think) % think;
+    let (vx, vy) = boids::plan_path(
+        terrain,
+        cfg.world_size_mm as i32,
+        x_mm,
+        y_mm,
+        (dx * s / len) as i32,
+        (dy * s / len) as i32,
+        glides,
+    );
     Boid {
         x_mm,
         y_mm,
-        vx: (dx * s / len) as i16,
-        vy: (dy * s / len) as i16,
+        vx: vx as i16,
+        vy: vy as i16,
     }
 }
 
@@ -831,10 +877,21 @@ impl World {
     /// what the hashing benchmark times. Stream digests are taken as stored; that they match
     /// their streams is checked by every checkpoint restore, which recomputes them.
     pub fn recompute_state_root(&self) -> [u8; 32] {
-        let counts = hash::chunk_counts(self.boids.len(), self.players.len());
-        let mut leaves = Vec::with_capacity(counts.iter().sum());
-        for (c, chunk) in self.boids.chunks(BOIDS_PER_CHUNK).enumerate() {
-            leaves.push(hash::boid_chunk(c as u32, chunk));
+        let layout = self.layout;
+        let mut leaves = Vec::with_capacity(layout.leaf_count());
+        let mut anchors = vec![Boid::default(); BOIDS_PER_CHUNK];
+        for c in 0..layout.counts()[0] {
+            let chunk = ChunkId {
+                kind: ChunkKind::Boids,
+                index: c as u32,
+            };
+            leaves.push(hash::boid_leaf(
+                &layout,
+                chunk,
+                self.tick,
+                &self.boids,
+                &mut anchors,
+            ));
         }
         for (c, chunk) in self.players.chunks(PLAYERS_PER_CHUNK).enumerate() {
             leaves.push(hash::player_chunk(c as u32, chunk));

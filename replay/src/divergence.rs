@@ -1,7 +1,7 @@
 //! Explaining a divergence: which leaf of the state tree differs, then which entity and
 //! which fields, with both values.
 
-use migratory_kernel::hash::{self, ChunkId, ChunkKind};
+use migratory_kernel::hash::{self, ChunkId, ChunkKind, TreeLayout};
 use migratory_kernel::World;
 use serde::Serialize;
 
@@ -22,8 +22,10 @@ pub struct FieldDiff {
 pub struct ChunkDiff {
     pub kind: String,
     pub index: u32,
-    /// The items (boid ids or slots) the chunk covers.
+    /// The items (boid ids or slots) the chunk covers: every `stride`-th id from the first
+    /// up to the end (boid leaves hold one think group, so their stride is the think interval).
     pub items: (u32, u32),
+    pub stride: u32,
     pub fields: Vec<FieldDiff>,
 }
 
@@ -45,21 +47,20 @@ fn field(entity: &str, id: u32, name: &str, a: impl ToString, b: impl ToString, 
 
 /// Compares two worlds of the same config at the same tick, leaf by leaf.
 pub fn compare(a: &World, b: &World) -> Vec<ChunkDiff> {
-    let counts = hash::chunk_counts(a.boids().len(), a.players().len());
+    let layout = TreeLayout::of(a.config());
     let mut diffs = Vec::new();
     for (i, (ha, hb)) in a.chunk_hashes().iter().zip(b.chunk_hashes()).enumerate() {
         if ha == hb {
             continue;
         }
-        let id: ChunkId = hash::chunk_id(counts, i);
-        let range = id.items();
+        let id: ChunkId = layout.chunk(i);
+        let range = layout.items(id);
         let mut fields = Vec::new();
         match id.kind {
             ChunkKind::Boids => {
-                for n in range.clone().take_while(|&n| n < a.boids().len()) {
-                    let (x, y) = (a.boids()[n], b.boids()[n]);
+                for n in range.iter() {
+                    let (x, y) = (a.boids()[n as usize], b.boids()[n as usize]);
                     let e = format!("boid {n}");
-                    let n = n as u32;
                     field(&e, n, "x_mm", x.x_mm, y.x_mm, &mut fields);
                     field(&e, n, "y_mm", x.y_mm, y.y_mm, &mut fields);
                     field(&e, n, "vx", x.vx, y.vx, &mut fields);
@@ -67,10 +68,9 @@ pub fn compare(a: &World, b: &World) -> Vec<ChunkDiff> {
                 }
             }
             ChunkKind::Players => {
-                for s in range.clone().take_while(|&s| s < a.players().len()) {
-                    let (p, q) = (a.players()[s], b.players()[s]);
+                for s in range.iter() {
+                    let (p, q) = (a.players()[s as usize], b.players()[s as usize]);
                     let e = format!("player slot {s} (client {})", p.client);
-                    let s = s as u32;
                     field(&e, s, "active", p.active, q.active, &mut fields);
                     field(&e, s, "client", p.client, q.client, &mut fields);
                     field(&e, s, "name", p.name(), q.name(), &mut fields);
@@ -101,13 +101,12 @@ pub fn compare(a: &World, b: &World) -> Vec<ChunkDiff> {
                 }
             }
             ChunkKind::Streams => {
-                for s in range.clone().take_while(|&s| s < a.players().len()) {
-                    let (p, q) = (a.stream_summary(s as u32), b.stream_summary(s as u32));
+                for s in range.iter() {
+                    let (p, q) = (a.stream_summary(s), b.stream_summary(s));
                     if p == q {
                         continue;
                     }
                     let e = format!("stream slot {s}");
-                    let s = s as u32;
                     match (p, q) {
                         (Some(p), Some(q)) => {
                             field(&e, s, "tokens_bytes", p.tokens_bytes, q.tokens_bytes, &mut fields);
@@ -152,7 +151,8 @@ pub fn compare(a: &World, b: &World) -> Vec<ChunkDiff> {
         diffs.push(ChunkDiff {
             kind: format!("{:?}", id.kind).to_lowercase(),
             index: id.index,
-            items: (range.start as u32, range.end as u32),
+            items: (range.first, range.end),
+            stride: range.stride,
             fields,
         });
     }

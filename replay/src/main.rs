@@ -187,8 +187,13 @@ fn print_json(value: &impl serde::Serialize) {
 /// The differing leaves of the state tree, then the entities and fields inside them.
 fn print_chunks(chunks: &[ChunkDiff]) {
     for c in chunks {
+        let step = if c.stride > 1 {
+            format!(" every {}th", c.stride)
+        } else {
+            String::new()
+        };
         out!(
-            "  chunk {} #{} (items {}..{})",
+            "  chunk {} #{} (items {}..{}{step})",
             c.kind,
             c.index,
             c.items.0,

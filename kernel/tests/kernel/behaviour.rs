@@ -51,6 +51,33 @@ fn boids_never_enter_water_and_keep_moving() {
     assert!(moved > world.boids().len() / 2, "only {moved} boids moved far");
 }
 
+#[test]
+fn boids_move_in_straight_lines_between_thinks() {
+    let mut world = World::new(small_config(12), 1).unwrap();
+    let think = world.config().flocking.think_interval_ticks;
+    assert!(think > 1, "the default world thinks every few ticks");
+    let (mut glided, mut turned) = (0, 0);
+    for _ in 0..200 {
+        let before = world.boids().to_vec();
+        step(&mut world, vec![]);
+        let tick = world.tick();
+        for (id, (b, a)) in before.iter().zip(world.boids()).enumerate() {
+            if (tick + id as u32) % think == 0 {
+                turned += usize::from((a.vx, a.vy) != (b.vx, b.vy));
+                continue;
+            }
+            glided += 1;
+            let expected = (b.x_mm + b.vx as i32, b.y_mm + b.vy as i32, b.vx, b.vy);
+            assert_eq!(
+                (a.x_mm, a.y_mm, a.vx, a.vy),
+                expected,
+                "boid {id} at tick {tick} left its line"
+            );
+        }
+    }
+    assert!(glided > 0 && turned > 0, "glided {glided}, turned {turned}");
+}
+
 /// Boids within `radius` of a point.
 fn boids_near(world: &World, x: i32, y: i32, radius: i64) -> usize {
     world

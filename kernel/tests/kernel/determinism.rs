@@ -198,16 +198,18 @@ fn bad_checkpoints_are_clear_errors() {
 
 #[test]
 fn the_incremental_root_equals_a_root_recomputed_from_scratch() {
-    let stream = scripted_stream(6, 200, 6);
+    // Every tick: a step rehashes only the think group that thought and the groups casts
+    // touched, so a missed group would show here as soon as it happens.
+    let stream = scripted_stream(6, 1_200, 6);
     let mut world = World::new(small_config(6), 2).unwrap();
+    let mut caught = 0;
     for (t, inputs) in stream.iter().enumerate() {
-        let root = world
-            .step(&TickInputs {
-                inputs: inputs.clone(),
-            })
-            .state_root;
-        if t % 7 == 0 {
-            assert_eq!(root, world.recompute_state_root(), "tick {}", t + 1);
-        }
+        let out = world.step(&TickInputs {
+            inputs: inputs.clone(),
+        });
+        caught += out.casts.caught;
+        let root = out.state_root;
+        assert_eq!(root, world.recompute_state_root(), "tick {}", t + 1);
     }
+    assert!(caught > 0, "the session must respawn caught boids mid-interval");
 }

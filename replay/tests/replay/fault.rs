@@ -8,13 +8,18 @@ use crate::{no_progress, synth_bytes, synth_options, TempDir};
 #[cfg(feature = "fault-injection")]
 #[test]
 fn an_injected_fault_is_located_to_its_tick_chunk_entity_and_field() {
-    use migratory_kernel::hash::BOIDS_PER_CHUNK;
+    use migratory_kernel::hash::{TreeLayout, BOIDS_PER_CHUNK};
+    use migratory_kernel::WorldConfig;
 
-    // More than one boid chunk, so the chunk index is not trivially 0.
+    // More than one boid leaf per think group, so the chunk index is not trivially that
+    // of the group.
     let dir = TempDir::new("fault");
-    let boids = BOIDS_PER_CHUNK as u32 + 200;
+    let think = WorldConfig::default().flocking.think_interval_ticks;
+    let boids = BOIDS_PER_CHUNK as u32 * think + 200;
     let path = dir.write("s.mrec", &synth_bytes(&synth_options(8, 80, 2, boids, 20, 40)));
-    let (t, e) = (50u32, BOIDS_PER_CHUNK as u32 + 100);
+    // Boid e sits in the second leaf of its think group.
+    let (t, e) = (50u32, BOIDS_PER_CHUNK as u32 * think + 3);
+    let layout = TreeLayout::of(&crate::small_config(8, boids));
 
     for (faulty, sign) in [(2usize, 1i64), (1, -1)] {
         let fault = Fault {
@@ -35,8 +40,13 @@ fn an_injected_fault_is_located_to_its_tick_chunk_entity_and_field() {
         let boids: Vec<_> = d.chunks.iter().filter(|c| c.kind == "boids").collect();
         assert_eq!(boids.len(), 1, "only the nudged boid's chunk: {:?}", d.chunks);
         let c = boids[0];
-        assert_eq!(c.index as usize, e as usize / BOIDS_PER_CHUNK);
-        assert!(c.items.0 <= e && e < c.items.1, "{c:?}");
+        assert_eq!(c.index, layout.boid_chunk_of(e).index);
+        assert_eq!(c.index as usize, layout.group_leaves(e % think).start + 1);
+        assert!(
+            c.items.0 <= e && e < c.items.1 && (e - c.items.0) % c.stride == 0,
+            "{c:?}"
+        );
+        assert_eq!(c.stride, think);
         assert_eq!(c.fields.len(), 1, "one field of one boid: {:?}", c.fields);
         let f = &c.fields[0];
         assert_eq!((f.id, f.field.as_str()), (e, "x_mm"));
