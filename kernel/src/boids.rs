@@ -59,11 +59,17 @@ fn with_length(x: i64, y: i64, len: i64) -> (i64, i64) {
 }
 
 impl Neighbourhood<'_> {
+    /// Whether boid `id` steers this tick (its think group's turn) rather than glides.
+    #[inline]
+    pub fn thinks(&self, id: u32) -> bool {
+        self.tick.wrapping_add(id) % self.flocking.think_interval_ticks == 0
+    }
+
     /// The boid `id`'s state at the next tick.
     pub fn next(&self, id: u32, b: Boid) -> Boid {
         let f = self.flocking;
         let think = f.think_interval_ticks;
-        if self.tick.wrapping_add(id) % think != 0 {
+        if !self.thinks(id) {
             // Between thinks a boid moves in a straight line: its last think (or its spawn)
             // planned a path that stays dry and inside the world until the next one.
             return Boid {
