@@ -63,6 +63,17 @@ pub struct UniformGrid {
     /// `band_first[b]..band_first[b + 1]`: the slots of `order` that shard `b` placed in
     /// the last `rebuild_sharded` (one band of whole rows of cells per shard).
     band_first: Vec<u32>,
+    /// `band_rows[b]..band_rows[b + 1]`: the rows of cells of band `b` in the next
+    /// `rebuild_sharded`, balanced on the last one's counts.
+    band_rows: Vec<u32>,
+    /// Scratch of the sharded rebuild: the band of each row, of each item (by id), the
+    /// staged ids and cells (in the stager's id range, band by band), and where each
+    /// shard's run for each band starts: `stage_first[shard * (shards + 1) + band]`.
+    row_band: Vec<u8>,
+    band_of_item: Vec<u8>,
+    stage_id: Vec<u32>,
+    stage_cell: Vec<u32>,
+    stage_first: Vec<u32>,
 }
 
 impl UniformGrid {
@@ -81,6 +92,12 @@ impl UniformGrid {
             shard_cell: Vec::new(),
             shard_row: Vec::new(),
             band_first: Vec::new(),
+            band_rows: Vec::new(),
+            row_band: Vec::new(),
+            band_of_item: Vec::new(),
+            stage_id: Vec::new(),
+            stage_cell: Vec::new(),
+            stage_first: Vec::new(),
         }
     }
 
@@ -130,16 +147,26 @@ impl UniformGrid {
 
     /// Rebuilds from `items` on the pool's shards and copies the items into grid order
     /// into `gathered` (as long as `items`), so neighbour scans read memory in sequence.
-    /// The result equals `rebuild` followed by a serial gather, for every shard count.
-    /// Allocates only when the item count grows.
+    /// `staging` (as long as `items`) is scratch. The result equals `rebuild` followed by
+    /// a serial gather, for every shard count. Allocates only when the item count grows.
+    ///
+    /// Each shard owns a *band* of whole rows of cells and places that band's items. The
+    /// band cuts are the ones balanced on the previous rebuild's counts (items move little
+    /// in a tick), so every shard knows the band of each of its items while it first reads
+    /// them, and stages them band by band next to its own ids. A band's owner then streams
+    /// the other shards' staged runs in order: cross-core traffic becomes sequential reads
+    /// the prefetcher hides, not one cache miss per item. Which shard places what never
+    /// changes the result, only how well the work is balanced.
     pub fn rebuild_sharded<T: Copy + Send + Sync>(
         &mut self,
         pool: &ShardPool,
         items: &[T],
         position: impl Fn(&T) -> (i32, i32) + Sync,
         gathered: &mut [T],
+        staging: &mut [T],
     ) {
         assert_eq!(items.len(), gathered.len(), "gather buffer of the wrong length");
+        assert_eq!(items.len(), staging.len(), "staging buffer of the wrong length");
         let n = items.len();
         let shards = pool.shard_count();
         if shards == 1 {
@@ -154,69 +181,133 @@ impl UniformGrid {
         let (cols, div) = (self.cols as usize, self.div);
         let (rows, cells) = (cols, cols * cols);
         self.cell_of_item.resize(n, 0);
+        self.band_of_item.resize(n, 0);
+        self.stage_id.resize(n, 0);
+        self.stage_cell.resize(n, 0);
         self.order.resize(n, 0);
         self.shard_cell.resize(shards * cells, 0);
         self.shard_row.resize(shards * rows, 0);
+        self.stage_first.resize(shards * (shards + 1), 0);
+        if self.band_rows.len() != shards + 1 {
+            // No previous rebuild at this shard count: equal runs of rows until the first
+            // rebuild has counted where the items are.
+            self.band_rows.clear();
+            self.band_rows
+                .extend((0..=shards).map(|b| (rows * b / shards) as u32));
+        }
+        self.row_band.resize(rows, 0);
+        for b in 0..shards {
+            let run = self.band_rows[b] as usize..self.band_rows[b + 1] as usize;
+            self.row_band[run].fill(b as u8);
+        }
 
-        // 1. Sharded by id range: each item's cell, and the shard's items per cell and
-        // per row of cells.
+        // 1. Sharded by id range: each item's cell and band, the shard's items per cell
+        // and per row, then the shard's items staged band by band in its own id range.
         {
+            let row_band = &self.row_band;
             let cell_of_item = SharedSlice::new(&mut self.cell_of_item);
+            let band_of_item = SharedSlice::new(&mut self.band_of_item);
             let shard_cell = SharedSlice::new(&mut self.shard_cell);
             let shard_row = SharedSlice::new(&mut self.shard_row);
+            let stage_first = SharedSlice::new(&mut self.stage_first);
+            let stage_id = SharedSlice::new(&mut self.stage_id);
+            let stage_cell = SharedSlice::new(&mut self.stage_cell);
+            let staging = SharedSlice::new(staging);
             pool.run(&|s| {
                 let ids = shard_range(n, s, shards);
-                // SAFETY: id ranges and the shard's rows of counts are disjoint by shard.
-                let (cell_of, counts, row_counts) = unsafe {
+                // SAFETY: id ranges, and the shard's rows of counts and of stage starts, are
+                // disjoint by shard.
+                let (cell_of, band_of, counts, row_counts, first) = unsafe {
                     (
                         cell_of_item.range_mut(ids.clone()),
+                        band_of_item.range_mut(ids.clone()),
                         shard_cell.range_mut(s * cells..(s + 1) * cells),
                         shard_row.range_mut(s * rows..(s + 1) * rows),
+                        stage_first.range_mut(s * (shards + 1)..(s + 1) * (shards + 1)),
                     )
                 };
                 counts.fill(0);
-                for (c, item) in cell_of.iter_mut().zip(&items[ids]) {
+                // One count per item, per cell; rows and bands are summed from the cells
+                // (a counter bumped by every item would chain the loop through memory).
+                for ((c, band), item) in cell_of
+                    .iter_mut()
+                    .zip(band_of.iter_mut())
+                    .zip(&items[ids.clone()])
+                {
                     let (x, y) = position(item);
-                    let cell = div.cell(y) as usize * cols + div.cell(x) as usize;
-                    *c = cell as u32;
+                    let row = div.cell(y) as usize;
+                    let cell = row * cols + div.cell(x) as usize;
+                    (*c, *band) = (cell as u32, row_band[row]);
                     counts[cell] += 1;
                 }
                 for (total, row) in row_counts.iter_mut().zip(counts.chunks_exact(cols)) {
                     *total = row.iter().sum();
                 }
+                // Summed on the stack: the shards' rows of `stage_first` share cache lines.
+                let mut in_band = [0u32; SHARD_COUNT_MAX + 1];
+                for (row, &total) in row_counts.iter().enumerate() {
+                    in_band[row_band[row] as usize + 1] += total;
+                }
+                // Stage starts (absolute slots), then place: ids stay ascending in each run.
+                in_band[0] = ids.start as u32;
+                for b in 1..=shards {
+                    in_band[b] += in_band[b - 1];
+                }
+                first.copy_from_slice(&in_band[..=shards]);
+                let mut cursor = in_band;
+                for (id, (&c, &band)) in ids.zip(cell_of.iter().zip(band_of.iter())) {
+                    let k = cursor[band as usize] as usize;
+                    cursor[band as usize] += 1;
+                    // SAFETY: `k` lies in this shard's id range, each slot written once.
+                    unsafe {
+                        *stage_id.get_mut(k) = id as u32;
+                        *stage_cell.get_mut(k) = c;
+                        *staging.get_mut(k) = items[id];
+                    }
+                }
             });
         }
 
-        // 2. Serial, over rows x shards: cut the rows into one band per shard of about
-        // n / shards items (a band may be empty when one row holds more than a share).
-        let mut band_rows = [rows; SHARD_COUNT_MAX + 1];
-        let band_first = &mut self.band_first;
-        band_first.clear();
-        band_first.resize(shards + 1, n as u32);
+        // 2. Serial: where each band's slots begin, and the cuts for the next rebuild: one
+        // band per shard of about n / shards items (a band may be empty when one row
+        // holds more than a share).
+        let row_total = |row: usize| (0..shards).map(|s| self.shard_row[s * rows + row]).sum::<u32>();
+        self.band_first.clear();
+        self.band_first.resize(shards + 1, n as u32);
+        let mut seen = 0u32;
+        let mut band = 0;
+        for row in 0..rows {
+            while band <= shards && self.band_rows[band] as usize == row {
+                self.band_first[band] = seen;
+                band += 1;
+            }
+            seen += row_total(row);
+        }
+        debug_assert_eq!(seen as usize, n);
+        let mut next_rows = [rows as u32; SHARD_COUNT_MAX + 1];
+        next_rows[0] = 0;
         let (mut band, mut seen) = (0, 0u32);
-        (band_rows[0], band_first[0]) = (0, 0);
         for row in 0..rows {
             while band + 1 < shards && seen as usize >= n * (band + 1) / shards {
                 band += 1;
-                (band_rows[band], band_first[band]) = (row, seen);
+                next_rows[band] = row as u32;
             }
-            seen += (0..shards).map(|s| self.shard_row[s * rows + row]).sum::<u32>();
+            seen += row_total(row);
         }
-        debug_assert_eq!(seen as usize, n);
-        let band_first = &self.band_first;
 
         // 3 and 4. Sharded by band: each cell's first slot (and a write cursor, kept in
-        // the first row of `shard_cell`), then a walk over all ids upwards that places
-        // the band's own. Writing by band rather than by id range keeps the shards' writes
-        // in disjoint runs of memory; the walk keeps each cell's ids ascending.
+        // the first row of `shard_cell`), then the staged runs of the band from every
+        // shard in shard order, i.e. in ascending id order, placed at the cursors.
         {
-            let cell_of_item = &self.cell_of_item;
+            let (band_rows, band_first) = (&self.band_rows, &self.band_first);
+            let (stage_first, stage_id, stage_cell) = (&self.stage_first, &self.stage_id, &self.stage_cell);
+            let staging = &*staging;
             let cell_start = SharedSlice::new(&mut self.cell_start);
             let shard_cell = SharedSlice::new(&mut self.shard_cell);
             let order = SharedSlice::new(&mut self.order);
             let gathered = SharedSlice::new(gathered);
             pool.run(&|b| {
-                let band_cells = band_rows[b] * cols..band_rows[b + 1] * cols;
+                let band_cells = band_rows[b] as usize * cols..band_rows[b + 1] as usize * cols;
                 let mut next = band_first[b];
                 for c in band_cells.clone() {
                     // SAFETY: bands own disjoint runs of cells, in every row of counts.
@@ -229,23 +320,26 @@ impl UniformGrid {
                 }
                 // SAFETY: as above; the cursors are the band's cells of the first row.
                 let cursor = unsafe { shard_cell.range_mut(band_cells.clone()) };
-                let (lo, hi) = (band_cells.start as u32, band_cells.end as u32);
-                for (id, &c) in cell_of_item.iter().enumerate() {
-                    if c < lo || c >= hi {
-                        continue;
-                    }
-                    let cur = &mut cursor[(c - lo) as usize];
-                    let slot = *cur as usize;
-                    *cur += 1;
-                    // SAFETY: a band's cells own the band's run of slots.
-                    unsafe {
-                        *order.get_mut(slot) = id as u32;
-                        *gathered.get_mut(slot) = items[id];
+                let lo = band_cells.start;
+                for s in 0..shards {
+                    let run = stage_first[s * (shards + 1) + b] as usize
+                        ..stage_first[s * (shards + 1) + b + 1] as usize;
+                    for k in run {
+                        let cur = &mut cursor[stage_cell[k] as usize - lo];
+                        let slot = *cur as usize;
+                        *cur += 1;
+                        // SAFETY: a band's cells own the band's run of slots.
+                        unsafe {
+                            *order.get_mut(slot) = stage_id[k];
+                            *gathered.get_mut(slot) = staging[k];
+                        }
                     }
                 }
             });
         }
         self.cell_start[cells] = n as u32;
+        self.band_rows.clear();
+        self.band_rows.extend_from_slice(&next_rows[..=shards]);
     }
 
     /// The slots of `order()` that shard `band` placed in the last `rebuild_sharded`: a run
@@ -364,10 +458,11 @@ mod tests {
                 for shards in [1usize, 2, 3, 4, 7] {
                     let pool = ShardPool::new(shards);
                     let mut g = UniformGrid::new(10_000, 700);
-                    let mut gathered = vec![(0, 0); n];
-                    // Twice, so stale scratch from the first rebuild would show.
-                    for _ in 0..2 {
-                        g.rebuild_sharded(&pool, &pts, |&p| p, &mut gathered);
+                    let (mut gathered, mut staging) = (vec![(0, 0); n], vec![(0, 0); n]);
+                    // Three times: the first rebuild cuts bands blind, the later ones on the
+                    // previous counts, and stale scratch would show.
+                    for _ in 0..3 {
+                        g.rebuild_sharded(&pool, &pts, |&p| p, &mut gathered, &mut staging);
                         assert_eq!(g.order, serial.order, "n {n}, shards {shards}");
                         assert_eq!(g.cell_start, serial.cell_start, "n {n}, shards {shards}");
                         let expected: Vec<_> = serial.order.iter().map(|&id| pts[id as usize]).collect();

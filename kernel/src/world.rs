@@ -194,6 +194,8 @@ pub struct World {
     boids_next: Vec<Boid>,
     grid: UniformGrid,
     sorted_boids: Vec<Boid>,
+    /// Scratch of the sharded grid rebuild.
+    staged_boids: Vec<Boid>,
     avatars: Vec<Avatar>,
     avatar_grid: UniformGrid,
     pool: ShardPool,
@@ -281,6 +283,7 @@ impl World {
             ),
             boids_next: boids.clone(),
             sorted_boids: boids.clone(),
+            staged_boids: boids.clone(),
             boids,
             players: vec![Player::default(); slots],
             clients: Vec::with_capacity(slots),
@@ -492,6 +495,7 @@ impl World {
             &self.boids,
             |b| (b.x_mm, b.y_mm),
             &mut self.sorted_boids,
+            &mut self.staged_boids,
         );
     }
 
