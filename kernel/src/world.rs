@@ -952,3 +952,64 @@ impl World {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A boid caught in the very tick its think group steers must think from where it
+    /// respawned on every shard count. Sharded, thinkers read the grid-order copy, so a
+    /// cast that catches must rebuild it before the boid phase; without that rebuild this
+    /// test fails at 2 and 3 shards.
+    #[test]
+    fn a_boid_caught_as_it_thinks_thinks_from_its_respawn_on_every_shard_count() {
+        let config = WorldConfig {
+            boid_count: 600,
+            ..WorldConfig::default()
+        };
+        let think = config.flocking.think_interval_ticks;
+        let mut boids_after: Vec<Vec<Boid>> = Vec::new();
+        for shards in [1, 2, 3] {
+            let mut w = World::new(config.clone(), shards).unwrap();
+            let join = Input::Join {
+                client: 1,
+                name: "hunter".into(),
+            };
+            w.step(&TickInputs { inputs: vec![join] });
+            // Stand the hunter in a field with three boids next to it, one of which thinks
+            // in the cast's tick, and the others do not.
+            let field = w.zones.hunting_fields[0];
+            let tick = w.tick + 1;
+            let slot = w.slot_of(1).unwrap() as usize;
+            (w.players[slot].x_mm, w.players[slot].y_mm) = (field.x_mm, field.y_mm);
+            let thinker = (0..w.boids.len() as u32)
+                .find(|id| (tick + id) % think == 0)
+                .unwrap();
+            for (k, id) in [thinker, thinker + 1, thinker + 2].into_iter().enumerate() {
+                w.boids[id as usize] = Boid {
+                    x_mm: field.x_mm + 300 * k as i32,
+                    y_mm: field.y_mm,
+                    vx: 40,
+                    vy: 0,
+                };
+            }
+            let cast = Input::Cast { client: 1, seq: 1 };
+            let out = w.step(&TickInputs { inputs: vec![cast] });
+            assert!(
+                out.casts.caught >= 3,
+                "shards {shards}: caught {}",
+                out.casts.caught
+            );
+            boids_after.push(w.boids.clone());
+        }
+        for (i, b) in boids_after.iter().enumerate().skip(1) {
+            let first = (0..b.len()).find(|&id| b[id] != boids_after[0][id]);
+            assert_eq!(
+                first,
+                None,
+                "{} shards differ from 1 at boid {first:?}",
+                [1, 2, 3][i]
+            );
+        }
+    }
+}
