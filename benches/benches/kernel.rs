@@ -1,6 +1,7 @@
 //! Kernel benchmarks: step time per tick at 5,000 and 50,000 boids with 0, 100 and 1,000
 //! clients on 1 and 2 shards; hashing alone; and, printed while setting up, the bytes
-//! per snapshot and per second each client receives.
+//! per snapshot and per second each client receives, and the 2-shard speed-up measured
+//! with the two worlds interleaved (so drift in this shared machine's speed hits both).
 //!
 //! `cargo bench -p migratory-benches --bench kernel` (add `-- step/5000` to filter).
 
@@ -139,5 +140,45 @@ fn bandwidth(_c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bandwidth, hashing, step);
+/// The 2-shard speed-up, side by side: two identical sessions (1 and 2 shards) step the
+/// same ticks in alternating rounds, and each round's per-tick time is kept. Criterion
+/// measures one benchmark after the other, so on a shared machine a speed drift between
+/// the two lands entirely in their ratio; interleaving spreads it over both.
+fn shard_speedup(_c: &mut Criterion) {
+    const ROUNDS: usize = 15;
+    const ROUND_TICKS: u32 = 20;
+    for boids in [5_000u32, 50_000] {
+        for clients in [0u32, 100, 1_000] {
+            let mut one = Session::new(boids, clients, 1, 600);
+            let mut two = Session::new(boids, clients, 2, 600);
+            let (mut t1, mut t2) = (Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS));
+            for _ in 0..ROUNDS {
+                for (s, t) in [(&mut one, &mut t1), (&mut two, &mut t2)] {
+                    let spent: Duration = (0..ROUND_TICKS).map(|_| s.tick()).sum();
+                    t.push(spent / ROUND_TICKS);
+                }
+            }
+            assert_eq!(
+                one.world.state_root(),
+                two.world.state_root(),
+                "1 and 2 shards diverged by tick {}",
+                one.world.tick()
+            );
+            let median = |t: &mut Vec<Duration>| {
+                t.sort();
+                t[t.len() / 2]
+            };
+            let (m1, m2) = (median(&mut t1), median(&mut t2));
+            println!(
+                "speedup/{boids}boids/{clients}clients: 1 shard {:.3} ms ({} ns/boid), 2 shards {:.3} ms, ratio {:.2}x (medians of {ROUNDS} interleaved rounds of {ROUND_TICKS} ticks)",
+                m1.as_secs_f64() * 1e3,
+                m1.as_nanos() / boids as u128,
+                m2.as_secs_f64() * 1e3,
+                m1.as_secs_f64() / m2.as_secs_f64(),
+            );
+        }
+    }
+}
+
+criterion_group!(benches, bandwidth, shard_speedup, hashing, step);
 criterion_main!(benches);
