@@ -268,22 +268,19 @@ impl UniformGrid {
             });
         }
 
-        // 2. Serial: where each band's slots begin, and the cuts for the next rebuild: one
-        // band per shard of about n / shards items (a band may be empty when one row
-        // holds more than a share).
-        let row_total = |row: usize| (0..shards).map(|s| self.shard_row[s * rows + row]).sum::<u32>();
+        // 2. Serial: where each band's slots begin (the items staged for earlier bands, over
+        // all shards), and the cuts for the next rebuild: one band per shard of about
+        // n / shards items (a band may be empty when one row holds more than a share).
+        let stage_first = &self.stage_first;
+        let staged_before = |b: usize| {
+            (0..shards)
+                .map(|s| stage_first[s * (shards + 1) + b] - stage_first[s * (shards + 1)])
+                .sum::<u32>()
+        };
         self.band_first.clear();
-        self.band_first.resize(shards + 1, n as u32);
-        let mut seen = 0u32;
-        let mut band = 0;
-        for row in 0..rows {
-            while band <= shards && self.band_rows[band] as usize == row {
-                self.band_first[band] = seen;
-                band += 1;
-            }
-            seen += row_total(row);
-        }
-        debug_assert_eq!(seen as usize, n);
+        self.band_first.extend((0..=shards).map(staged_before));
+        debug_assert_eq!(self.band_first[shards] as usize, n);
+        let row_total = |row: usize| (0..shards).map(|s| self.shard_row[s * rows + row]).sum::<u32>();
         let mut next_rows = [rows as u32; SHARD_COUNT_MAX + 1];
         next_rows[0] = 0;
         let (mut band, mut seen) = (0, 0u32);
