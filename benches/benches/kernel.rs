@@ -99,7 +99,7 @@ fn hashing(c: &mut Criterion) {
                 let mut acc = 0u8;
                 for c in layout.group_leaves(layout.group_thinking_at(tick)) {
                     let chunk = layout.chunk(c);
-                    acc ^= hash::boid_leaf(&layout, chunk, tick, s.world.boids(), &mut anchors)[0];
+                    acc ^= hash::anchor_leaf(&layout, chunk, s.world.anchors(), &mut anchors)[0];
                 }
                 for (c, chunk) in s
                     .world

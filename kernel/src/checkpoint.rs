@@ -126,7 +126,7 @@ pub fn save(world: &World) -> Vec<u8> {
         config: world.config.clone(),
         terrain_hash: world.terrain.content_hash(),
         tick: world.tick,
-        boid_planes: to_planes(crate::hash::boid_bytes(&world.boids)),
+        boid_planes: to_planes(crate::hash::boid_bytes(&world.boids())),
         players: world.players.clone(),
         streams: world
             .streams
@@ -273,7 +273,6 @@ fn build(
         return Err(corrupted(format!("boid {b} lies outside the world")));
     }
     world.tick = state.tick;
-    world.boids = boids;
     world.players = state.players;
     for (slot, p) in world.players.iter().enumerate() {
         if p.active {
@@ -326,6 +325,6 @@ fn build(
     {
         return Err(corrupted("a joined player has no stream"));
     }
-    world.rehash();
+    world.rehash(&boids);
     Ok(world)
 }

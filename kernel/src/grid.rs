@@ -3,12 +3,12 @@
 //! Items in a cell are in ascending id order, so every scan of the grid visits
 //! neighbours in the same order whatever the shard count.
 //!
-//! The boid grid is rebuilt on the shards (`rebuild_sharded`), because a serial sort of
-//! 50,000 boids is a fifth of a tick and would cap what a second shard can gain. The
-//! sharded sort has one answer whatever the shard count — the stable order by (cell, id)
-//! — and a test compares it with the serial one.
+//! The boid grid is re-sorted on the shards (`resort_sharded`) from the previous grid
+//! order, because a serial sort of 50,000 boids is a fifth of a tick and would cap what a
+//! second shard can gain. The sharded sort has one answer whatever the shard count — the
+//! order by (cell, id) — and a test compares it with the serial one.
 
-use crate::pool::{shard_range, ShardPool, SharedSlice, SHARD_COUNT_MAX};
+use crate::pool::{ShardPool, SharedSlice, SHARD_COUNT_MAX};
 
 /// Division of a world coordinate by a fixed cell size without a divide instruction:
 /// `floor(v / d) = (v * m) >> 42` with `m = ceil(2^42 / d)` is exact for every
@@ -51,29 +51,27 @@ pub struct UniformGrid {
     div: CellDivisor,
     /// `cell_start[c]..cell_start[c + 1]` indexes `order` for cell `c`.
     cell_start: Vec<u32>,
-    /// Item ids sorted by cell, then id.
+    /// Item ids sorted by cell, then id: the id of the item in each slot.
     order: Vec<u32>,
-    /// The cell of each item, by id (scratch kept to avoid recomputing).
+    /// The cell of each item, by id (scratch of `rebuild`).
     cell_of_item: Vec<u32>,
-    /// Scratch of the sharded rebuild: items per (shard, cell), turned into each
-    /// shard's write cursor per cell: `shard_cell[shard * cells + cell]`.
+    /// Scratch of `resort_sharded`: the next order, the new cell of each old slot and of
+    /// each new slot.
+    order_next: Vec<u32>,
+    cell_of_slot: Vec<u32>,
+    cell_of_next: Vec<u32>,
+    /// Scratch of `resort_sharded`: items per (shard, cell), `shard_cell[shard * cells +
+    /// cell]`, each shard's write cursor per cell (same layout), and items per (shard, row).
+    /// A shard's rows of counts are zero outside `shard_rows[shard]`, the rows it touched.
     shard_cell: Vec<u32>,
-    /// Scratch of the sharded rebuild: items per (shard, row of cells).
+    shard_cursor: Vec<u32>,
     shard_row: Vec<u32>,
-    /// `band_first[b]..band_first[b + 1]`: the slots of `order` that shard `b` placed in
-    /// the last `rebuild_sharded` (one band of whole rows of cells per shard).
+    shard_rows: Vec<(u32, u32)>,
+    /// `band_first[b]..band_first[b + 1]`: the slots of `order` in band `b`, a run of whole
+    /// rows of cells (`band_rows[b]..band_rows[b + 1]`) holding about `1 / shards` of the
+    /// items. Shard `b` works on band `b`.
     band_first: Vec<u32>,
-    /// `band_rows[b]..band_rows[b + 1]`: the rows of cells of band `b` in the next
-    /// `rebuild_sharded`, balanced on the last one's counts.
     band_rows: Vec<u32>,
-    /// Scratch of the sharded rebuild: the band of each row, of each item (by id), the
-    /// staged ids and cells (in the stager's id range, band by band), and where each
-    /// shard's run for each band starts: `stage_first[shard * (shards + 1) + band]`.
-    row_band: Vec<u8>,
-    band_of_item: Vec<u8>,
-    stage_id: Vec<u32>,
-    stage_cell: Vec<u32>,
-    stage_first: Vec<u32>,
 }
 
 impl UniformGrid {
@@ -89,15 +87,15 @@ impl UniformGrid {
             cell_start: vec![0; (cols * cols + 1) as usize],
             order: Vec::new(),
             cell_of_item: Vec::new(),
+            order_next: Vec::new(),
+            cell_of_slot: Vec::new(),
+            cell_of_next: Vec::new(),
             shard_cell: Vec::new(),
+            shard_cursor: Vec::new(),
             shard_row: Vec::new(),
-            band_first: Vec::new(),
-            band_rows: Vec::new(),
-            row_band: Vec::new(),
-            band_of_item: Vec::new(),
-            stage_id: Vec::new(),
-            stage_cell: Vec::new(),
-            stage_first: Vec::new(),
+            shard_rows: Vec::new(),
+            band_first: vec![0, 0],
+            band_rows: vec![0, cols as u32],
         }
     }
 
@@ -145,202 +143,214 @@ impl UniformGrid {
         self.cell_start[0] = 0;
     }
 
-    /// Rebuilds from `items` on the pool's shards and copies the items into grid order
-    /// into `gathered` (as long as `items`), so neighbour scans read memory in sequence.
-    /// `staging` (as long as `items`) is scratch. The result equals `rebuild` followed by
-    /// a serial gather, for every shard count. Allocates only when the item count grows.
+    /// Builds from items given by id (`items_by_id[id]`), copies them into grid order into
+    /// `gathered`, and cuts `shards` bands for `resort_sharded`. Serial: this is the start
+    /// of a world (construction, restore), not a step.
+    pub fn build_gathered<T: Copy>(
+        &mut self,
+        shards: usize,
+        items_by_id: &[T],
+        position: impl Fn(&T) -> (i32, i32),
+        gathered: &mut [T],
+    ) {
+        assert_eq!(
+            items_by_id.len(),
+            gathered.len(),
+            "gather buffer of the wrong length"
+        );
+        assert!((1..=SHARD_COUNT_MAX).contains(&shards), "{shards} shards");
+        self.rebuild(items_by_id.len(), |i| position(&items_by_id[i]));
+        for (g, &id) in gathered.iter_mut().zip(&self.order) {
+            *g = items_by_id[id as usize];
+        }
+        let cols = self.cols as usize;
+        let cell_start = &self.cell_start;
+        let (rows, first) = cut_bands(items_by_id.len(), cols, shards, |row| {
+            cell_start[(row + 1) * cols] - cell_start[row * cols]
+        });
+        self.band_rows.clear();
+        self.band_rows.extend_from_slice(&rows[..=shards]);
+        self.band_first.clear();
+        self.band_first.extend_from_slice(&first[..=shards]);
+    }
+
+    /// Re-sorts after the items moved: `items[k]` is the item that sat in slot `k` (id
+    /// `order()[k]`), at its new position. Writes the items in the new grid order into
+    /// `out` and cuts new bands on the new counts. The result is the one (cell, id) order,
+    /// as `rebuild` over the items by id gives it, whatever the shard count.
     ///
-    /// Each shard owns a *band* of whole rows of cells and places that band's items. The
-    /// band cuts are the ones balanced on the previous rebuild's counts (items move little
-    /// in a tick), so every shard knows the band of each of its items while it first reads
-    /// them, and stages them band by band next to its own ids. A band's owner then streams
-    /// the other shards' staged runs in order: cross-core traffic becomes sequential reads
-    /// the prefetcher hides, not one cache miss per item. Which shard places what never
-    /// changes the result, only how well the work is balanced.
-    pub fn rebuild_sharded<T: Copy + Send + Sync>(
+    /// The work goes by band, and items move little in a tick, so a shard reads and writes
+    /// almost only its own band: it counts the new cells of its band's items, computes the
+    /// new cell starts of its new band, scatters its items by cell (in slot order, so a
+    /// cell's items from one old cell stay ascending), and finally re-sorts by id the few
+    /// cells of its new band where items arriving from other cells broke the order. Only
+    /// items that change band cross to another core. Allocates only when the count grows.
+    pub fn resort_sharded<T: Copy + Send + Sync>(
         &mut self,
         pool: &ShardPool,
         items: &[T],
         position: impl Fn(&T) -> (i32, i32) + Sync,
-        gathered: &mut [T],
-        staging: &mut [T],
+        out: &mut [T],
     ) {
-        assert_eq!(items.len(), gathered.len(), "gather buffer of the wrong length");
-        assert_eq!(items.len(), staging.len(), "staging buffer of the wrong length");
         let n = items.len();
         let shards = pool.shard_count();
-        if shards == 1 {
-            self.rebuild(n, |i| position(&items[i]));
-            for (g, &id) in gathered.iter_mut().zip(&self.order) {
-                *g = items[id as usize];
-            }
-            self.band_first.clear();
-            self.band_first.extend([0, n as u32]);
-            return;
-        }
+        assert_eq!(n, self.order.len(), "items and grid disagree on the count");
+        assert_eq!(n, out.len(), "output buffer of the wrong length");
+        assert_eq!(
+            self.band_first.len(),
+            shards + 1,
+            "bands cut for another shard count"
+        );
         let (cols, div) = (self.cols as usize, self.div);
         let (rows, cells) = (cols, cols * cols);
-        self.cell_of_item.resize(n, 0);
-        self.band_of_item.resize(n, 0);
-        self.stage_id.resize(n, 0);
-        self.stage_cell.resize(n, 0);
-        self.order.resize(n, 0);
+        self.order_next.resize(n, 0);
+        self.cell_of_slot.resize(n, 0);
+        self.cell_of_next.resize(n, 0);
         self.shard_cell.resize(shards * cells, 0);
+        self.shard_cursor.resize(shards * cells, 0);
         self.shard_row.resize(shards * rows, 0);
-        self.stage_first.resize(shards * (shards + 1), 0);
-        if self.band_rows.len() != shards + 1 {
-            // No previous rebuild at this shard count: equal runs of rows until the first
-            // rebuild has counted where the items are.
-            self.band_rows.clear();
-            self.band_rows
-                .extend((0..=shards).map(|b| (rows * b / shards) as u32));
-        }
-        self.row_band.resize(rows, 0);
-        for b in 0..shards {
-            let run = self.band_rows[b] as usize..self.band_rows[b + 1] as usize;
-            self.row_band[run].fill(b as u8);
-        }
+        self.shard_rows.resize(shards, (0, 0));
 
-        // 1. Sharded by id range: each item's cell and band, the shard's items per cell
-        // and per row, then the shard's items staged band by band in its own id range.
+        // 1. By old band: each item's new cell, and the shard's items per cell and per row.
         {
-            let row_band = &self.row_band;
-            let cell_of_item = SharedSlice::new(&mut self.cell_of_item);
-            let band_of_item = SharedSlice::new(&mut self.band_of_item);
+            let band_first = &self.band_first;
+            let cell_of_slot = SharedSlice::new(&mut self.cell_of_slot);
             let shard_cell = SharedSlice::new(&mut self.shard_cell);
             let shard_row = SharedSlice::new(&mut self.shard_row);
-            let stage_first = SharedSlice::new(&mut self.stage_first);
-            let stage_id = SharedSlice::new(&mut self.stage_id);
-            let stage_cell = SharedSlice::new(&mut self.stage_cell);
-            let staging = SharedSlice::new(staging);
+            let shard_rows = SharedSlice::new(&mut self.shard_rows);
             pool.run(&|s| {
-                let ids = shard_range(n, s, shards);
-                // SAFETY: id ranges, and the shard's rows of counts and of stage starts, are
-                // disjoint by shard.
-                let (cell_of, band_of, counts, row_counts, first) = unsafe {
+                let band = band_first[s] as usize..band_first[s + 1] as usize;
+                // SAFETY: bands, and the shard's rows of counts, are disjoint by shard.
+                let (cell_of, counts, row_counts, touched) = unsafe {
                     (
-                        cell_of_item.range_mut(ids.clone()),
-                        band_of_item.range_mut(ids.clone()),
+                        cell_of_slot.range_mut(band.clone()),
                         shard_cell.range_mut(s * cells..(s + 1) * cells),
                         shard_row.range_mut(s * rows..(s + 1) * rows),
-                        stage_first.range_mut(s * (shards + 1)..(s + 1) * (shards + 1)),
+                        shard_rows.get_mut(s),
                     )
                 };
-                counts.fill(0);
-                // One count per item, per cell; rows and bands are summed from the cells
-                // (a counter bumped by every item would chain the loop through memory).
-                for ((c, band), item) in cell_of
-                    .iter_mut()
-                    .zip(band_of.iter_mut())
-                    .zip(&items[ids.clone()])
-                {
+                // Only the rows touched last time hold counts; clear just those.
+                let (lo, hi) = (touched.0 as usize, touched.1 as usize);
+                counts[lo * cols..hi * cols].fill(0);
+                row_counts[lo..hi].fill(0);
+                let (mut lo, mut hi) = (rows, 0);
+                for (c, item) in cell_of.iter_mut().zip(&items[band]) {
                     let (x, y) = position(item);
                     let row = div.cell(y) as usize;
                     let cell = row * cols + div.cell(x) as usize;
-                    (*c, *band) = (cell as u32, row_band[row]);
+                    *c = cell as u32;
                     counts[cell] += 1;
+                    lo = lo.min(row);
+                    hi = hi.max(row + 1);
                 }
-                for (total, row) in row_counts.iter_mut().zip(counts.chunks_exact(cols)) {
-                    *total = row.iter().sum();
+                lo = lo.min(hi);
+                for row in lo..hi {
+                    row_counts[row] = counts[row * cols..(row + 1) * cols].iter().sum();
                 }
-                // Summed on the stack: the shards' rows of `stage_first` share cache lines.
-                let mut in_band = [0u32; SHARD_COUNT_MAX + 1];
-                for (row, &total) in row_counts.iter().enumerate() {
-                    in_band[row_band[row] as usize + 1] += total;
-                }
-                // Stage starts (absolute slots), then place: ids stay ascending in each run.
-                in_band[0] = ids.start as u32;
-                for b in 1..=shards {
-                    in_band[b] += in_band[b - 1];
-                }
-                first.copy_from_slice(&in_band[..=shards]);
-                let mut cursor = in_band;
-                for (id, (&c, &band)) in ids.zip(cell_of.iter().zip(band_of.iter())) {
-                    let k = cursor[band as usize] as usize;
-                    cursor[band as usize] += 1;
-                    // SAFETY: `k` lies in this shard's id range, each slot written once.
-                    unsafe {
-                        *stage_id.get_mut(k) = id as u32;
-                        *stage_cell.get_mut(k) = c;
-                        *staging.get_mut(k) = items[id];
-                    }
-                }
+                *touched = (lo as u32, hi as u32);
             });
         }
 
-        // 2. Serial: where each band's slots begin (the items staged for earlier bands, over
-        // all shards), and the cuts for the next rebuild: one band per shard of about
-        // n / shards items (a band may be empty when one row holds more than a share).
-        let stage_first = &self.stage_first;
-        let staged_before = |b: usize| {
+        // 2. Serial: the new bands, cut on the new counts.
+        let (shard_row, shard_rows) = (&self.shard_row, &self.shard_rows);
+        let (new_rows, new_first) = cut_bands(n, cols, shards, |row| {
             (0..shards)
-                .map(|s| stage_first[s * (shards + 1) + b] - stage_first[s * (shards + 1)])
-                .sum::<u32>()
-        };
-        self.band_first.clear();
-        self.band_first.extend((0..=shards).map(staged_before));
-        debug_assert_eq!(self.band_first[shards] as usize, n);
-        let row_total = |row: usize| (0..shards).map(|s| self.shard_row[s * rows + row]).sum::<u32>();
-        let mut next_rows = [rows as u32; SHARD_COUNT_MAX + 1];
-        next_rows[0] = 0;
-        let (mut band, mut seen) = (0, 0u32);
-        for row in 0..rows {
-            while band + 1 < shards && seen as usize >= n * (band + 1) / shards {
-                band += 1;
-                next_rows[band] = row as u32;
-            }
-            seen += row_total(row);
-        }
+                .filter(|&s| (shard_rows[s].0..shard_rows[s].1).contains(&(row as u32)))
+                .map(|s| shard_row[s * rows + row])
+                .sum()
+        });
 
-        // 3 and 4. Sharded by band: each cell's first slot (and a write cursor, kept in
-        // the first row of `shard_cell`), then the staged runs of the band from every
-        // shard in shard order, i.e. in ascending id order, placed at the cursors.
+        self.cell_start[cells] = n as u32;
+        // 3. By new band: each cell's first slot, and each shard's write cursor in it (the
+        // shards' items go in shard order, i.e. in old slot order).
         {
-            let (band_rows, band_first) = (&self.band_rows, &self.band_first);
-            let (stage_first, stage_id, stage_cell) = (&self.stage_first, &self.stage_id, &self.stage_cell);
-            let staging = &*staging;
+            let (shard_cell, shard_rows) = (&self.shard_cell, &self.shard_rows);
             let cell_start = SharedSlice::new(&mut self.cell_start);
-            let shard_cell = SharedSlice::new(&mut self.shard_cell);
-            let order = SharedSlice::new(&mut self.order);
-            let gathered = SharedSlice::new(gathered);
+            let shard_cursor = SharedSlice::new(&mut self.shard_cursor);
             pool.run(&|b| {
-                let band_cells = band_rows[b] as usize * cols..band_rows[b + 1] as usize * cols;
-                let mut next = band_first[b];
-                for c in band_cells.clone() {
-                    // SAFETY: bands own disjoint runs of cells, in every row of counts.
-                    unsafe { *cell_start.get_mut(c) = next };
-                    let first = next;
-                    for s in 0..shards {
-                        next += unsafe { *shard_cell.get_mut(s * cells + c) };
+                let mut next = new_first[b];
+                for row in new_rows[b] as usize..new_rows[b + 1] as usize {
+                    let mut active = [0u8; SHARD_COUNT_MAX];
+                    let mut active_count = 0;
+                    for (s, &(lo, hi)) in shard_rows.iter().enumerate() {
+                        if (lo..hi).contains(&(row as u32)) {
+                            active[active_count] = s as u8;
+                            active_count += 1;
+                        }
                     }
-                    unsafe { *shard_cell.get_mut(c) = first };
-                }
-                // SAFETY: as above; the cursors are the band's cells of the first row.
-                let cursor = unsafe { shard_cell.range_mut(band_cells.clone()) };
-                let lo = band_cells.start;
-                for s in 0..shards {
-                    let run = stage_first[s * (shards + 1) + b] as usize
-                        ..stage_first[s * (shards + 1) + b + 1] as usize;
-                    for k in run {
-                        let cur = &mut cursor[stage_cell[k] as usize - lo];
-                        let slot = *cur as usize;
-                        *cur += 1;
-                        // SAFETY: a band's cells own the band's run of slots.
-                        unsafe {
-                            *order.get_mut(slot) = stage_id[k];
-                            *gathered.get_mut(slot) = staging[k];
+                    for c in row * cols..(row + 1) * cols {
+                        // SAFETY: new bands own disjoint runs of cells, in every row of cursors.
+                        unsafe { *cell_start.get_mut(c) = next };
+                        for &s in &active[..active_count] {
+                            let s = s as usize;
+                            unsafe { *shard_cursor.get_mut(s * cells + c) = next };
+                            next += shard_cell[s * cells + c];
                         }
                     }
                 }
+                debug_assert_eq!(next, new_first[b + 1]);
             });
         }
-        self.cell_start[cells] = n as u32;
+
+        // 4. By old band: every item to its cursor.
+        {
+            let (band_first, order, cell_of_slot) = (&self.band_first, &self.order, &self.cell_of_slot);
+            let order_next = SharedSlice::new(&mut self.order_next);
+            let cell_of_next = SharedSlice::new(&mut self.cell_of_next);
+            let shard_cursor = SharedSlice::new(&mut self.shard_cursor);
+            let out = SharedSlice::new(out);
+            pool.run(&|s| {
+                let band = band_first[s] as usize..band_first[s + 1] as usize;
+                // SAFETY: the shard's row of cursors is its own.
+                let cursor = unsafe { shard_cursor.range_mut(s * cells..(s + 1) * cells) };
+                for k in band {
+                    let c = cell_of_slot[k];
+                    let slot = cursor[c as usize] as usize;
+                    cursor[c as usize] += 1;
+                    // SAFETY: the cursors of all shards tile the slots; each is written once.
+                    unsafe {
+                        *order_next.get_mut(slot) = order[k];
+                        *cell_of_next.get_mut(slot) = c;
+                        *out.get_mut(slot) = items[k];
+                    }
+                }
+            });
+        }
+
+        // 5. By new band: restore ascending ids in the cells where arrivals broke them.
+        {
+            let (cell_start, cell_of_next) = (&self.cell_start, &self.cell_of_next);
+            let order_next = SharedSlice::new(&mut self.order_next);
+            let out = SharedSlice::new(out);
+            pool.run(&|b| {
+                let band = new_first[b] as usize..new_first[b + 1] as usize;
+                // SAFETY: new bands own disjoint runs of slots.
+                let (ids, items) =
+                    unsafe { (order_next.range_mut(band.clone()), out.range_mut(band.clone())) };
+                let cells_of = &cell_of_next[band.clone()];
+                let mut k = 1;
+                while k < ids.len() {
+                    if cells_of[k - 1] == cells_of[k] && ids[k - 1] > ids[k] {
+                        let c = cells_of[k] as usize;
+                        let run =
+                            cell_start[c] as usize - band.start..cell_start[c + 1] as usize - band.start;
+                        sort_by_id(&mut ids[run.clone()], &mut items[run.clone()]);
+                        k = run.end;
+                    }
+                    k += 1;
+                }
+            });
+        }
+
+        std::mem::swap(&mut self.order, &mut self.order_next);
         self.band_rows.clear();
-        self.band_rows.extend_from_slice(&next_rows[..=shards]);
+        self.band_rows.extend_from_slice(&new_rows[..=shards]);
+        self.band_first.clear();
+        self.band_first.extend_from_slice(&new_first[..=shards]);
     }
 
-    /// The slots of `order()` that shard `band` placed in the last `rebuild_sharded`: a run
-    /// of whole rows of cells, so the shard that works on them finds them in its cache.
+    /// The slots of `order()` in band `band` (see `resort_sharded`): a run of whole rows of
+    /// cells, so the shard that works on them finds them in its cache.
     pub fn band(&self, band: usize) -> std::ops::Range<usize> {
         self.band_first[band] as usize..self.band_first[band + 1] as usize
     }
@@ -368,6 +378,13 @@ impl UniformGrid {
     /// `radius_mm` around (x, y), row by row, ids ascending within a cell.
     #[inline]
     pub fn for_each_near(&self, x_mm: i32, y_mm: i32, radius_mm: i32, mut visit: impl FnMut(u32)) {
+        self.for_each_slot_near(x_mm, y_mm, radius_mm, |k| visit(self.order[k]));
+    }
+
+    /// Calls `visit(slot)` for the slot of `order()` of every item in cells overlapping the
+    /// square of half-width `radius_mm` around (x, y), in slot order within each row.
+    #[inline]
+    pub fn for_each_slot_near(&self, x_mm: i32, y_mm: i32, radius_mm: i32, mut visit: impl FnMut(usize)) {
         let (x0, x1) = (
             self.coord(x_mm.saturating_sub(radius_mm)),
             self.coord(x_mm.saturating_add(radius_mm)),
@@ -377,12 +394,53 @@ impl UniformGrid {
             self.coord(y_mm.saturating_add(radius_mm)),
         );
         for cy in y0..=y1 {
-            for cx in x0..=x1 {
-                for &id in self.cell(cx, cy) {
-                    visit(id);
-                }
+            // The cells of a row are adjacent in the order: one run of slots.
+            let first = self.cell_start[(cy * self.cols + x0) as usize] as usize;
+            let end = self.cell_start[(cy * self.cols + x1 + 1) as usize] as usize;
+            for k in first..end {
+                visit(k);
             }
         }
+    }
+}
+
+/// Band cuts over `rows` rows holding `row_total(row)` of `n` items: for each of `shards`
+/// bands its first row and first slot (entry `shards` closes the last band). Each band is a
+/// run of whole rows holding about `n / shards` items; a band may be empty when one row
+/// holds more than a share.
+fn cut_bands(
+    n: usize,
+    rows: usize,
+    shards: usize,
+    row_total: impl Fn(usize) -> u32,
+) -> ([u32; SHARD_COUNT_MAX + 1], [u32; SHARD_COUNT_MAX + 1]) {
+    let mut band_rows = [rows as u32; SHARD_COUNT_MAX + 1];
+    let mut band_first = [n as u32; SHARD_COUNT_MAX + 1];
+    (band_rows[0], band_first[0]) = (0, 0);
+    let (mut band, mut seen) = (0, 0u32);
+    for row in 0..rows {
+        while band + 1 < shards && seen as usize >= n * (band + 1) / shards {
+            band += 1;
+            (band_rows[band], band_first[band]) = (row as u32, seen);
+        }
+        seen += row_total(row);
+    }
+    debug_assert_eq!(seen as usize, n);
+    (band_rows, band_first)
+}
+
+/// Sorts one cell's slots by id, moving the items along: an insertion sort, because the few
+/// cells that need it are nearly in order already.
+fn sort_by_id<T: Copy>(ids: &mut [u32], items: &mut [T]) {
+    for i in 1..ids.len() {
+        let (id, item) = (ids[i], items[i]);
+        let mut j = i;
+        while j > 0 && ids[j - 1] > id {
+            ids[j] = ids[j - 1];
+            items[j] = items[j - 1];
+            j -= 1;
+        }
+        (ids[j], items[j]) = (id, item);
     }
 }
 
@@ -435,12 +493,13 @@ mod tests {
     }
 
     #[test]
-    fn the_sharded_rebuild_equals_the_serial_one() {
+    fn the_sharded_resort_equals_the_serial_rebuild() {
         // Clustered points (many in few rows, as flocks are) and uniform ones, with counts
-        // around the shard counts, so bands come out empty, lopsided and even.
+        // around the shard counts, so bands come out empty, lopsided and even; then moves
+        // small (most items keep their cell) and large (most change cell and band).
         for n in [0usize, 1, 2, 5, 97, 3_000] {
             for clustered in [false, true] {
-                let pts: Vec<(i32, i32)> = (0..n as i64)
+                let mut pts: Vec<(i32, i32)> = (0..n as i64)
                     .map(|i| {
                         let h = (i * 2_654_435_761) % 1_000_003;
                         if clustered {
@@ -450,39 +509,69 @@ mod tests {
                         }
                     })
                     .collect();
-                let mut serial = UniformGrid::new(10_000, 700);
-                serial.rebuild(n, |i| pts[i]);
                 for shards in [1usize, 2, 3, 4, 7] {
                     let pool = ShardPool::new(shards);
                     let mut g = UniformGrid::new(10_000, 700);
-                    let (mut gathered, mut staging) = (vec![(0, 0); n], vec![(0, 0); n]);
-                    // Three times: the first rebuild cuts bands blind, the later ones on the
-                    // previous counts, and stale scratch would show.
-                    for _ in 0..3 {
-                        g.rebuild_sharded(&pool, &pts, |&p| p, &mut gathered, &mut staging);
-                        assert_eq!(g.order, serial.order, "n {n}, shards {shards}");
-                        assert_eq!(g.cell_start, serial.cell_start, "n {n}, shards {shards}");
+                    let mut gathered = vec![(0, 0); n];
+                    g.build_gathered(shards, &pts, |&p| p, &mut gathered);
+                    for round in 0..6i64 {
+                        let step = if round % 2 == 0 { 90 } else { 2_500 };
+                        for (i, p) in pts.iter_mut().enumerate() {
+                            let h = (i as i64 + 31 * round) * 48_271 % 65_521;
+                            p.0 = (p.0 + (h % (2 * step + 1) - step) as i32).clamp(0, 9_999);
+                            p.1 = (p.1 + (h / 7 % (2 * step + 1) - step) as i32).clamp(0, 9_999);
+                        }
+                        // The items in the old slot order, moved.
+                        let moved: Vec<_> = g.order().iter().map(|&id| pts[id as usize]).collect();
+                        g.resort_sharded(&pool, &moved, |&p| p, &mut gathered);
+                        let mut serial = UniformGrid::new(10_000, 700);
+                        serial.rebuild(n, |i| pts[i]);
+                        let what = format!("n {n}, clustered {clustered}, shards {shards}, round {round}");
+                        assert_eq!(g.order, serial.order, "{what}");
+                        assert_eq!(g.cell_start, serial.cell_start, "{what}");
                         let expected: Vec<_> = serial.order.iter().map(|&id| pts[id as usize]).collect();
-                        assert_eq!(gathered, expected, "n {n}, shards {shards}");
+                        assert_eq!(gathered, expected, "{what}");
                         // The bands tile the slots in order, each a run of whole rows.
                         let mut next = 0;
                         for b in 0..shards {
                             let band = g.band(b);
-                            assert_eq!(band.start, next, "n {n}, shards {shards}, band {b}");
-                            let row_start = |slot: usize| {
-                                (0..g.cols as usize)
-                                    .any(|row| g.cell_start[row * g.cols as usize] as usize == slot)
-                            };
-                            assert!(
-                                row_start(band.start) || band.is_empty(),
-                                "band {b} starts mid-row"
-                            );
+                            assert_eq!(band.start, next, "{what}, band {b}");
+                            let rows = g.band_rows[b] as usize * g.cols as usize;
+                            assert_eq!(g.cell_start[rows] as usize, band.start, "{what}, band {b}");
                             next = band.end;
                         }
-                        assert_eq!(next, n, "n {n}, shards {shards}");
+                        assert_eq!(next, n, "{what}");
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_slot_query_visits_the_slots_of_an_id_query() {
+        let pts: Vec<(i32, i32)> = (0..400)
+            .map(|i| ((i * 7919) % 10_000, (i * 104_729) % 10_000))
+            .collect();
+        let mut g = UniformGrid::new(10_000, 1_000);
+        g.rebuild(pts.len(), |i| pts[i]);
+        for (x, y, r) in [
+            (5_000, 5_000, 1_500),
+            (0, 0, 2_000),
+            (9_999, 300, 10),
+            (4_000, 9_000, 20_000),
+        ] {
+            let (mut ids, mut slots) = (Vec::new(), Vec::new());
+            g.for_each_near(x, y, r, |id| ids.push(id));
+            g.for_each_slot_near(x, y, r, |k| slots.push(g.order()[k]));
+            assert_eq!(ids, slots);
+            let expected = pts
+                .iter()
+                .filter(|p| {
+                    (g.coord(x - r)..=g.coord(x + r)).contains(&g.coord(p.0))
+                        && (g.coord(y - r)..=g.coord(y + r)).contains(&g.coord(p.1))
+                })
+                .count();
+            assert_eq!(ids.len(), expected, "({x}, {y}, {r})");
         }
     }
 }

@@ -266,8 +266,24 @@ pub fn boid_leaf(
     for (o, id) in scratch[..n].iter_mut().zip(items.iter()) {
         *o = anchor(boids[id as usize], dt);
     }
+    records_leaf(chunk, &scratch[..n])
+}
+
+/// The leaf hash of boid leaf `chunk` from anchor records kept by id (`anchors[id]`), as
+/// a step keeps them: the same hash `boid_leaf` computes from the boids themselves.
+pub fn anchor_leaf(layout: &TreeLayout, chunk: ChunkId, anchors: &[Boid], scratch: &mut [Boid]) -> [u8; 32] {
+    debug_assert_eq!(chunk.kind, ChunkKind::Boids);
+    let items = layout.items(chunk);
+    let n = items.len();
+    for (o, id) in scratch[..n].iter_mut().zip(items.iter()) {
+        *o = anchors[id as usize];
+    }
+    records_leaf(chunk, &scratch[..n])
+}
+
+fn records_leaf(chunk: ChunkId, records: &[Boid]) -> [u8; 32] {
     let mut h = leaf_hasher(ChunkKind::Boids, chunk.index);
-    h.update(boid_bytes(&scratch[..n]));
+    h.update(boid_bytes(records));
     *h.finalize().as_bytes()
 }
 

@@ -1,12 +1,17 @@
 //! The world state and `World::step`: inputs in, the next tick's state root and client
 //! frames out.
 //!
-//! A step runs in phases. Sharded: rebuild the boid grid (`grid::rebuild_sharded`).
-//! Serial: apply the tick's inputs in canonical order (joins, steering, casts, acks,
-//! leaves), move avatars. Sharded: every boid's next state from the previous tick
-//! (double-buffered). Sharded again: hash the changed leaves of the state and build the
-//! client frames (due clients spread by `(slot / interval) % shards`). Serial: fold the
-//! leaf hashes into the state root and collect the frames.
+//! A step runs in phases. Serial: apply the tick's inputs in canonical order (joins,
+//! steering, casts, acks, leaves), move avatars. Sharded by band of the boid grid: every
+//! boid's next state from the previous tick (double-buffered), then the grid re-sorted on
+//! the new positions (`UniformGrid::resort_sharded`). Sharded again: hash the changed leaves
+//! of the state and build the client frames (due clients spread by `(slot / interval) %
+//! shards`). Serial: fold the leaf hashes into the state root and collect the frames.
+//!
+//! The boids live in the grid's slot order (`grid_boids[k]` is boid `grid.order()[k]`), not
+//! by id: a shard then reads and writes the boids of its own band of the world, and only
+//! boids that cross into another band move between cores. By id the world keeps each
+//! boid's anchor record (see `hash`), which changes only when the boid thinks or respawns.
 
 use std::sync::Arc;
 
@@ -17,7 +22,7 @@ use crate::hash::{
     self, ChunkId, ChunkKind, TreeLayout, BOIDS_PER_CHUNK, PLAYERS_PER_CHUNK, STREAMS_PER_CHUNK,
 };
 use crate::input::{name_is_valid, Input, Rejections, TickInputs, NAME_BYTES_MAX, THROTTLE_MAX};
-use crate::pool::{shard_range, ShardPool, SharedSlice};
+use crate::pool::{ShardPool, SharedSlice};
 use crate::rng;
 use crate::snapshot::stream::{ClientStream, SnapshotContext, SnapshotScratch, NO_TICK};
 use crate::snapshot::ViewEntry;
@@ -185,23 +190,25 @@ pub struct World {
     pub(crate) terrain: Arc<Terrain>,
     pub(crate) zones: Zones,
     pub(crate) tick: u32,
-    pub(crate) boids: Vec<Boid>,
+    /// Every boid at `tick`, in the slot order of `grid` (built on these positions).
+    grid_boids: Vec<Boid>,
+    /// Every boid's anchor record at `tick` (`hash::anchor`), by id: what the boid leaves hash.
+    anchors: Vec<Boid>,
     pub(crate) players: Vec<Player>,
     /// (client id, slot), ascending by client id.
     pub(crate) clients: Vec<(u32, u32)>,
     pub(crate) streams: Vec<Option<Box<ClientStream>>>,
     // Derived from the state above, never hashed or checkpointed.
-    boids_next: Vec<Boid>,
+    /// The boids' next state, in the slot order of `grid` before it is re-sorted.
+    grid_boids_next: Vec<Boid>,
     grid: UniformGrid,
-    sorted_boids: Vec<Boid>,
-    /// Scratch of the sharded grid rebuild.
-    staged_boids: Vec<Boid>,
     avatars: Vec<Avatar>,
     avatar_grid: UniformGrid,
     pool: ShardPool,
     scratch: Vec<ShardScratch>,
     input_order: Vec<u32>,
-    caught: Vec<u32>,
+    /// (id, slot) of the boids a cast catches.
+    caught: Vec<(u32, u32)>,
     layout: TreeLayout,
     leaves: Vec<[u8; 32]>,
     /// Think groups whose boids the serial phase moved (casts): their leaves are rehashed
@@ -219,7 +226,7 @@ impl std::fmt::Debug for World {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("World")
             .field("tick", &self.tick)
-            .field("boids", &self.boids.len())
+            .field("boids", &self.anchors.len())
             .field("clients", &self.clients.len())
             .field("shards", &self.pool.shard_count())
             .finish_non_exhaustive()
@@ -242,15 +249,18 @@ impl World {
     ) -> Result<World, WorldError> {
         let mut world = World::empty(config, terrain, shard_count)?;
         let cfg = &world.config;
-        for id in 0..cfg.boid_count {
-            let bits = rng::draw(cfg.seed, 0, id, rng::STREAM_SPAWN);
-            world.boids[id as usize] = spawn_boid(&world.terrain, cfg, bits, id, 0);
-        }
-        world.rehash();
+        let boids: Vec<Boid> = (0..cfg.boid_count)
+            .map(|id| {
+                let bits = rng::draw(cfg.seed, 0, id, rng::STREAM_SPAWN);
+                spawn_boid(&world.terrain, cfg, bits, id, 0)
+            })
+            .collect();
+        world.rehash(&boids);
         Ok(world)
     }
 
-    /// A world with every boid at the origin: the base for a checkpoint restore.
+    /// A world without state (every boid at the origin, not yet indexed): the base for
+    /// construction and restore, which fill in the state and call `rehash`.
     pub(crate) fn empty(
         config: WorldConfig,
         terrain: Arc<Terrain>,
@@ -281,10 +291,9 @@ impl World {
                 config.world_size_mm,
                 f.flee_radius_mm.max(config.view_radius_mm / 4).max(1000),
             ),
-            boids_next: boids.clone(),
-            sorted_boids: boids.clone(),
-            staged_boids: boids.clone(),
-            boids,
+            grid_boids_next: boids.clone(),
+            anchors: boids.clone(),
+            grid_boids: boids,
             players: vec![Player::default(); slots],
             clients: Vec::with_capacity(slots),
             streams: (0..slots).map(|_| None).collect(),
@@ -351,9 +360,30 @@ impl World {
         self.pool.shard_count()
     }
 
-    /// All boids, by id.
-    pub fn boids(&self) -> &[Boid] {
-        &self.boids
+    /// All boids, by id (gathered from the grid order they are kept in).
+    pub fn boids(&self) -> Vec<Boid> {
+        let mut by_id = vec![Boid::default(); self.grid_boids.len()];
+        for (&id, &b) in self.grid.order().iter().zip(&self.grid_boids) {
+            by_id[id as usize] = b;
+        }
+        by_id
+    }
+
+    /// Boid `id`, if it exists: its anchor record moved on by the ticks since its group
+    /// last thought (motion in between is linear).
+    pub fn boid(&self, id: u32) -> Option<Boid> {
+        let a = *self.anchors.get(id as usize)?;
+        let dt = self.tick.wrapping_add(id) % self.config.flocking.think_interval_ticks;
+        Some(Boid {
+            x_mm: a.x_mm + a.vx as i32 * dt as i32,
+            y_mm: a.y_mm + a.vy as i32 * dt as i32,
+            ..a
+        })
+    }
+
+    /// Every boid's anchor record by id (`hash::anchor`): what the boid leaves hash.
+    pub fn anchors(&self) -> &[Boid] {
+        &self.anchors
     }
 
     /// All player slots.
@@ -417,14 +447,13 @@ impl World {
         out.frames.clear();
         out.frame_bytes.clear();
 
-        self.rebuild_grid();
         self.apply_inputs(tick, inputs);
         self.move_avatars();
 
-        // Sharded: every boid's next state, reading only the previous tick.
+        // Sharded by band: every boid's next state, reading only the previous tick. A band
+        // is a run of whole rows of grid cells, so a shard's neighbour scans read the boids
+        // it wrote itself (except along the band's edges).
         {
-            let shards = self.pool.shard_count();
-            let n = self.boids.len();
             let hood = Neighbourhood {
                 flocking: &self.config.flocking,
                 world_size_mm: self.config.world_size_mm as i32,
@@ -432,70 +461,64 @@ impl World {
                 tick,
                 terrain: &self.terrain,
                 grid: &self.grid,
-                sorted: &self.sorted_boids,
+                sorted: &self.grid_boids,
                 avatar_grid: &self.avatar_grid,
                 avatars: &self.avatars,
             };
-            let (prev, grid) = (&self.boids, &self.grid);
-            // Sharded, the thinkers (an eighth of the boids, nearly all the work) are
-            // split by the grid's bands rather than by id: a shard's neighbour scans then
-            // read the boids it copied into grid order itself, which on these machines is
-            // worth far more than the scattered writes it costs (by id the boid phase
-            // scaled about 1.5x on 2 shards; by band it scales about 2x at 50,000 boids).
-            if shards == 1 {
-                // One shard has no other cache to avoid: one pass in id order is cheapest.
-                for (o, (i, &b)) in self.boids_next.iter_mut().zip(prev.iter().enumerate()) {
-                    *o = hood.next(i as u32, b);
+            let grid = &self.grid;
+            let next = SharedSlice::new(&mut self.grid_boids_next);
+            let anchors = SharedSlice::new(&mut self.anchors);
+            self.pool.run(&|s| {
+                let band = grid.band(s);
+                // SAFETY: bands are disjoint runs of slots.
+                let next = unsafe { next.range_mut(band.clone()) };
+                for ((o, &id), &b) in next
+                    .iter_mut()
+                    .zip(&grid.order()[band.clone()])
+                    .zip(&hood.sorted[band])
+                {
+                    *o = hood.next(id, b);
+                    // A thinker starts a new straight stretch: its anchor is its new state.
+                    if hood.thinks(id) {
+                        // SAFETY: each id sits in one slot, so in one band.
+                        unsafe { *anchors.get_mut(id as usize) = *o };
+                    }
                 }
-            } else {
-                let next = SharedSlice::new(&mut self.boids_next);
-                self.pool.run(&|s| {
-                    // The boids that only glide this tick, by id range: a sequential pass over
-                    // the state this shard wrote last tick.
-                    for i in shard_range(n, s, shards) {
-                        if !hood.thinks(i as u32) {
-                            // SAFETY: every id is written once: here if it glides, below if not.
-                            unsafe { *next.get_mut(i) = hood.next(i as u32, prev[i]) };
-                        }
-                    }
-                    // The thinkers, by the band of the grid this shard sorted: their neighbour
-                    // scans read boids this shard just copied, not the other shards' memory.
-                    let band = grid.band(s);
-                    for (&id, &b) in grid.order()[band.clone()].iter().zip(&hood.sorted[band]) {
-                        if hood.thinks(id) {
-                            // SAFETY: bands are disjoint, and each id sits in one slot.
-                            unsafe { *next.get_mut(id as usize) = hood.next(id, b) };
-                        }
-                    }
-                });
-            }
+            });
         }
-        std::mem::swap(&mut self.boids, &mut self.boids_next);
-        self.tick = tick;
         #[cfg(feature = "fault-injection")]
         if let Some((t, e)) = self.fault {
             if t == tick {
-                if let Some(b) = self.boids.get_mut(e as usize) {
-                    b.x_mm = (b.x_mm + 1).min(self.config.world_size_mm as i32 - 1);
+                if let Some(k) = self.grid.order().iter().position(|&id| id == e) {
+                    let b = &mut self.grid_boids_next[k];
+                    let x = (b.x_mm + 1).min(self.config.world_size_mm as i32 - 1);
+                    self.anchors[e as usize].x_mm += x - b.x_mm;
+                    b.x_mm = x;
                     self.dirty_groups |= 1 << (e % self.config.flocking.think_interval_ticks);
                 }
             }
         }
+        self.grid.resort_sharded(
+            &self.pool,
+            &self.grid_boids_next,
+            |b| (b.x_mm, b.y_mm),
+            &mut self.grid_boids,
+        );
+        self.tick = tick;
 
         self.hash_and_snapshot(true, false);
         &self.output
     }
 
-    /// Sharded: re-buckets the boids and copies them into grid order (`sorted_boids`), so
-    /// the neighbour scans read memory in sequence. Casts read the grid directly.
-    fn rebuild_grid(&mut self) {
-        self.grid.rebuild_sharded(
+    /// Sharded: re-sorts the grid after the serial phase moved boids (casts).
+    fn resort_grid(&mut self) {
+        self.grid.resort_sharded(
             &self.pool,
-            &self.boids,
+            &self.grid_boids,
             |b| (b.x_mm, b.y_mm),
-            &mut self.sorted_boids,
-            &mut self.staged_boids,
+            &mut self.grid_boids_next,
         );
+        std::mem::swap(&mut self.grid_boids, &mut self.grid_boids_next);
     }
 
     fn apply_inputs(&mut self, tick: u32, inputs: &TickInputs) {
@@ -510,7 +533,7 @@ impl World {
             grid_dirty |= self.apply_input(tick, input);
         }
         if grid_dirty {
-            self.rebuild_grid();
+            self.resort_grid();
         }
     }
 
@@ -630,22 +653,26 @@ impl World {
         casts.made += 1;
         let r = cfg.player.cast_radius_mm as i64;
         self.caught.clear();
-        let boids = &self.boids;
+        let (boids, order) = (&self.grid_boids, self.grid.order());
         let caught = &mut self.caught;
-        self.grid.for_each_near(p.x_mm, p.y_mm, r as i32, |id| {
-            let b = boids[id as usize];
+        self.grid.for_each_slot_near(p.x_mm, p.y_mm, r as i32, |k| {
+            let b = boids[k];
             let (dx, dy) = (b.x_mm as i64 - p.x_mm as i64, b.y_mm as i64 - p.y_mm as i64);
             if dx * dx + dy * dy <= r * r {
-                caught.push(id);
+                caught.push((order[k], k as u32));
             }
         });
         // Grid order is cell by cell; respawn in id order so the result reads naturally.
         self.caught.sort_unstable();
-        // The respawned boids stand in the previous tick's state (the boid phase comes next).
-        for &id in &self.caught {
+        // The respawned boids stand in the previous tick's state (the boid phase comes next),
+        // and so does their anchor: a glider keeps it, a thinker replaces it.
+        let think = cfg.flocking.think_interval_ticks;
+        for &(id, k) in &self.caught {
             let bits = rng::draw(cfg.seed, tick, id, rng::STREAM_SPAWN);
-            self.boids[id as usize] = spawn_boid(&self.terrain, cfg, bits, id, tick - 1);
-            self.dirty_groups |= 1 << (id % cfg.flocking.think_interval_ticks);
+            let b = spawn_boid(&self.terrain, cfg, bits, id, tick - 1);
+            self.grid_boids[k as usize] = b;
+            self.anchors[id as usize] = hash::anchor(b, (tick - 1).wrapping_add(id) % think);
+            self.dirty_groups |= 1 << (id % think);
         }
         let n = self.caught.len() as u32;
         let player = &mut self.players[slot];
@@ -712,7 +739,6 @@ impl World {
         } else {
             (1 << layout.group_thinking_at(self.tick)) | dirty
         };
-        let tick = self.tick;
         let (boid_leaves, rest) = self.leaves.split_at_mut(counts[0]);
         let (player_leaves, stream_leaves) = rest.split_at_mut(counts[1]);
         {
@@ -721,17 +747,16 @@ impl World {
                 tick: self.tick,
                 snapshot_interval_ticks: cfg.snapshot_interval_ticks,
                 view_radius_mm: cfg.view_radius_mm,
-                grid_slack_mm: cfg.flocking.speed_max_mm_per_tick,
                 budget_avg_bytes: cfg.snapshot_budget_avg_bytes(),
                 budget_cap_bytes: cfg.snapshot_budget_cap_bytes(),
-                boids: &self.boids,
+                boids: &self.grid_boids,
                 grid: &self.grid,
                 avatars: &self.avatars,
                 avatar_grid: &self.avatar_grid,
                 boid_count: cfg.boid_count,
             };
             let interval = cfg.snapshot_interval_ticks;
-            let boids = &self.boids;
+            let anchors = &self.anchors;
             let players = &self.players;
             let avatars = &self.avatars;
             let empty_player_leaves = &self.empty_player_leaves;
@@ -751,7 +776,7 @@ impl World {
                         kind: ChunkKind::Boids,
                         index: c as u32,
                     };
-                    let leaf = hash::boid_leaf(&layout, chunk, tick, boids, &mut sc.anchors);
+                    let leaf = hash::anchor_leaf(&layout, chunk, anchors, &mut sc.anchors);
                     // SAFETY: each due leaf goes to exactly one shard.
                     unsafe { *boid_leaves.get_mut(c) = leaf };
                 }
@@ -831,9 +856,16 @@ impl World {
         out.frames_root = *fh.finalize().as_bytes();
     }
 
-    /// Recomputes every leaf and the root from the state (after construction or restore).
-    pub(crate) fn rehash(&mut self) {
-        self.rebuild_grid();
+    /// Takes the boids (by id) as the state at `tick`, and recomputes every index, leaf
+    /// and the root from the state (after construction or restore).
+    pub(crate) fn rehash(&mut self, boids_by_id: &[Boid]) {
+        let shards = self.pool.shard_count();
+        self.grid
+            .build_gathered(shards, boids_by_id, |b| (b.x_mm, b.y_mm), &mut self.grid_boids);
+        let think = self.config.flocking.think_interval_ticks;
+        for (id, (a, &b)) in self.anchors.iter_mut().zip(boids_by_id).enumerate() {
+            *a = hash::anchor(b, self.tick.wrapping_add(id as u32) % think);
+        }
         self.avatars.clear();
         for (slot, p) in self.players.iter().enumerate().filter(|(_, p)| p.active) {
             self.avatars.push(Avatar {
@@ -887,25 +919,20 @@ fn spawn_boid(terrain: &Terrain, cfg: &WorldConfig, bits: u64, id: u32, state_ti
 
 impl World {
     /// The state root recomputed serially from the state, without touching the world: a
-    /// cross-check of the shortcuts `step` takes (cached empty leaves, sharded leaves), and
-    /// what the hashing benchmark times. Stream digests are taken as stored; that they match
+    /// cross-check of the shortcuts `step` takes (anchor records kept by id, cached empty
+    /// leaves, sharded leaves), and what the hashing benchmark times. Stream digests are taken as stored; that they match
     /// their streams is checked by every checkpoint restore, which recomputes them.
     pub fn recompute_state_root(&self) -> [u8; 32] {
         let layout = self.layout;
         let mut leaves = Vec::with_capacity(layout.leaf_count());
         let mut anchors = vec![Boid::default(); BOIDS_PER_CHUNK];
+        let boids = self.boids();
         for c in 0..layout.counts()[0] {
             let chunk = ChunkId {
                 kind: ChunkKind::Boids,
                 index: c as u32,
             };
-            leaves.push(hash::boid_leaf(
-                &layout,
-                chunk,
-                self.tick,
-                &self.boids,
-                &mut anchors,
-            ));
+            leaves.push(hash::boid_leaf(&layout, chunk, self.tick, &boids, &mut anchors));
         }
         for (c, chunk) in self.players.chunks(PLAYERS_PER_CHUNK).enumerate() {
             leaves.push(hash::player_chunk(c as u32, chunk));
@@ -957,9 +984,8 @@ mod tests {
     use super::*;
 
     /// A boid caught in the very tick its think group steers must think from where it
-    /// respawned on every shard count. Sharded, thinkers read the grid-order copy, so a
-    /// cast that catches must rebuild it before the boid phase; without that rebuild this
-    /// test fails at 2 and 3 shards.
+    /// respawned, and alike on every shard count (the cast writes its boids in grid order
+    /// and re-sorts the grid on the shards before the boid phase).
     #[test]
     fn a_boid_caught_as_it_thinks_thinks_from_its_respawn_on_every_shard_count() {
         let config = WorldConfig {
@@ -982,17 +1008,19 @@ mod tests {
             let tick = w.tick + 1;
             let slot = w.slot_of(1).unwrap() as usize;
             (w.players[slot].x_mm, w.players[slot].y_mm) = (field.x_mm, field.y_mm);
-            let thinker = (0..w.boids.len() as u32)
+            let thinker = (0..w.anchors.len() as u32)
                 .find(|id| (tick + id) % think == 0)
                 .unwrap();
+            let mut boids = w.boids();
             for (k, id) in [thinker, thinker + 1, thinker + 2].into_iter().enumerate() {
-                w.boids[id as usize] = Boid {
+                boids[id as usize] = Boid {
                     x_mm: field.x_mm + 300 * k as i32,
                     y_mm: field.y_mm,
                     vx: 40,
                     vy: 0,
                 };
             }
+            w.rehash(&boids);
             let cast = Input::Cast { client: 1, seq: 1 };
             let out = w.step(&TickInputs { inputs: vec![cast] });
             assert!(
@@ -1000,7 +1028,7 @@ mod tests {
                 "shards {shards}: caught {}",
                 out.casts.caught
             );
-            boids_after.push(w.boids.clone());
+            boids_after.push(w.boids());
         }
         for (i, b) in boids_after.iter().enumerate().skip(1) {
             let first = (0..b.len()).find(|&id| b[id] != boids_after[0][id]);
@@ -1010,5 +1038,103 @@ mod tests {
                 shard_counts[i]
             );
         }
+    }
+
+    /// A boid a cast respawns stands, for the rest of that tick, where it respawned: the
+    /// boids thinking in that tick see it there as a neighbour, exactly as if it had stood
+    /// there all along. The cast has to re-sort the grid for that (the boids are kept in
+    /// grid order); without the re-sort this test fails.
+    #[test]
+    fn a_respawned_boid_is_a_neighbour_where_it_respawned_in_the_same_tick() {
+        let config = WorldConfig {
+            boid_count: 600,
+            ..WorldConfig::default()
+        };
+        let think = config.flocking.think_interval_ticks;
+        for shards in [1, 2, 3] {
+            // The victim glides in the cast's tick, the neighbour thinks in it.
+            // (The cast comes at tick 2.)
+            let (victim, neighbour) = (1 + 2 * think, 4 * think - 2);
+            let world_with = |cast: bool| {
+                let mut w = World::new(config.clone(), shards).unwrap();
+                let join = Input::Join {
+                    client: 1,
+                    name: "hunter".into(),
+                };
+                w.step(&TickInputs { inputs: vec![join] });
+                let tick = w.tick + 1;
+                assert_eq!((tick + neighbour) % think, 0, "the neighbour must think");
+                let field = w.zones.hunting_fields[0];
+                let slot = w.slot_of(1).unwrap() as usize;
+                (w.players[slot].x_mm, w.players[slot].y_mm) = (field.x_mm, field.y_mm);
+                let bits = rng::draw(w.config.seed, tick, victim, rng::STREAM_SPAWN);
+                let respawn = spawn_boid(&w.terrain, &w.config, bits, victim, tick - 1);
+                let mut boids = w.boids();
+                // A metre from the respawn point (towards the middle): well within neighbour reach.
+                let dx = if respawn.x_mm > 500_000 { -1_000 } else { 1_000 };
+                boids[neighbour as usize] = Boid {
+                    x_mm: respawn.x_mm + dx,
+                    ..respawn
+                };
+                boids[victim as usize] = if cast {
+                    Boid {
+                        x_mm: field.x_mm + 300,
+                        y_mm: field.y_mm,
+                        vx: 40,
+                        vy: 0,
+                    }
+                } else {
+                    respawn
+                };
+                w.rehash(&boids);
+                let inputs = if cast {
+                    vec![Input::Cast { client: 1, seq: 1 }]
+                } else {
+                    vec![]
+                };
+                let caught = w.step(&TickInputs { inputs }).casts.caught;
+                (w, caught)
+            };
+            let ((cast, caught), (placed, _)) = (world_with(true), world_with(false));
+            assert_eq!(caught, 1, "shards {shards}: the cast must catch the victim alone");
+            for id in [victim, neighbour] {
+                assert_eq!(cast.boid(id), placed.boid(id), "shards {shards}, boid {id}");
+            }
+        }
+    }
+
+    /// `boid(id)` reads a boid from its anchor record, `boids()` gathers the grid order:
+    /// they must agree at every tick, casts included.
+    #[test]
+    fn a_boid_read_by_id_equals_the_gathered_boids() {
+        let config = WorldConfig {
+            boid_count: 700,
+            ..WorldConfig::default()
+        };
+        let mut w = World::new(config, 2).unwrap();
+        let join = Input::Join {
+            client: 7,
+            name: "hunter".into(),
+        };
+        w.step(&TickInputs { inputs: vec![join] });
+        let field = w.zones.hunting_fields[0];
+        let slot = w.slot_of(7).unwrap() as usize;
+        let mut boids = w.boids();
+        for (k, b) in boids.iter_mut().take(40).enumerate() {
+            (b.x_mm, b.y_mm) = (field.x_mm + 100 * k as i32, field.y_mm);
+        }
+        w.rehash(&boids);
+        (w.players[slot].x_mm, w.players[slot].y_mm) = (field.x_mm, field.y_mm);
+        let mut caught = 0;
+        for seq in 1..=30 {
+            let inputs = vec![Input::Cast { client: 7, seq }];
+            caught += w.step(&TickInputs { inputs }).casts.caught;
+            let by_id = w.boids();
+            for (id, b) in by_id.iter().enumerate() {
+                assert_eq!(w.boid(id as u32), Some(*b), "tick {}, boid {id}", w.tick);
+            }
+            assert_eq!(w.boid(by_id.len() as u32), None);
+        }
+        assert!(caught > 0, "no cast caught anything");
     }
 }

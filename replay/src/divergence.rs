@@ -58,8 +58,9 @@ pub fn compare(a: &World, b: &World) -> Vec<ChunkDiff> {
         let mut fields = Vec::new();
         match id.kind {
             ChunkKind::Boids => {
+                let (boids_a, boids_b) = (a.boids(), b.boids());
                 for n in range.iter() {
-                    let (x, y) = (a.boids()[n as usize], b.boids()[n as usize]);
+                    let (x, y) = (boids_a[n as usize], boids_b[n as usize]);
                     let e = format!("boid {n}");
                     field(&e, n, "x_mm", x.x_mm, y.x_mm, &mut fields);
                     field(&e, n, "y_mm", x.y_mm, y.y_mm, &mut fields);

@@ -515,7 +515,7 @@ pub fn inspect(path: &Path, tick: u32, entity: Option<u32>) -> Result<InspectRep
     let entity = match entity {
         None => None,
         Some(id) if id < boid_count => {
-            let b = world.boids()[id as usize];
+            let b = world.boid(id).expect("id below the boid count");
             Some(EntityReport::Boid {
                 id,
                 x_mm: b.x_mm,
@@ -550,7 +550,7 @@ pub fn inspect(path: &Path, tick: u32, entity: Option<u32>) -> Result<InspectRep
     Ok(InspectReport {
         tick: world.tick(),
         state_root: hex(&world.state_root()),
-        boids: world.boids().len(),
+        boids: boid_count as usize,
         players: world
             .players()
             .iter()

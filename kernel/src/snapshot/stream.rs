@@ -52,10 +52,9 @@ pub(crate) struct SnapshotContext<'a> {
     pub tick: u32,
     pub snapshot_interval_ticks: u32,
     pub view_radius_mm: u32,
-    /// How far a boid can have moved since `grid` was built.
-    pub grid_slack_mm: u32,
     pub budget_avg_bytes: u32,
     pub budget_cap_bytes: u32,
+    /// The boids in the slot order of `grid`, which is built on their positions.
     pub boids: &'a [Boid],
     pub grid: &'a UniformGrid,
     pub avatars: &'a [Avatar],
@@ -203,7 +202,7 @@ impl ClientStream {
         let own_id = ctx.boid_count + own.slot;
 
         // 1. Interest: everything within the view radius of the avatar, nearest first when
-        // there is too much. The boid grid is a tick old, so widen its query by the slack.
+        // there is too much.
         let r = ctx.view_radius_mm as i64;
         let r2 = (r * r) as u64;
         let (px, py) = (own.x_mm as i64, own.y_mm as i64);
@@ -212,17 +211,18 @@ impl ClientStream {
             let (dx, dy) = (x as i64 - px, y as i64 - py);
             (dx * dx + dy * dy) as u64
         };
-        ctx.grid
-            .for_each_near(own.x_mm, own.y_mm, (r + ctx.grid_slack_mm as i64) as i32, |id| {
-                let b = ctx.boids[id as usize];
-                let d2 = d2_of(b.x_mm, b.y_mm);
-                if d2 <= r2 {
-                    sc.candidates.push((
-                        d2,
-                        ViewEntry::quantize(id, KIND_BOID, b.x_mm, b.y_mm, b.vx.into(), b.vy.into()),
-                    ));
-                }
-            });
+        let ids = ctx.grid.order();
+        ctx.grid.for_each_slot_near(own.x_mm, own.y_mm, r as i32, |k| {
+            let b = ctx.boids[k];
+            let d2 = d2_of(b.x_mm, b.y_mm);
+            if d2 <= r2 {
+                let id = ids[k];
+                sc.candidates.push((
+                    d2,
+                    ViewEntry::quantize(id, KIND_BOID, b.x_mm, b.y_mm, b.vx.into(), b.vy.into()),
+                ));
+            }
+        });
         ctx.avatar_grid.for_each_near(own.x_mm, own.y_mm, r as i32, |a| {
             let av = ctx.avatars[a as usize];
             let id = ctx.boid_count + av.slot;
