@@ -429,9 +429,13 @@ fn cut_bands(
     (band_rows, band_first)
 }
 
-/// Sorts one cell's slots by id, moving the items along: an insertion sort, because the few
-/// cells that need it are nearly in order already.
+/// Sorts one cell's slots by id, moving the items along. Insertion sort, because the cells
+/// that need it usually hold a few arrivals in an otherwise ascending run; a crowded cell
+/// that took many arrivals runs out of the shift budget and is heap-sorted instead, so no
+/// configuration makes a tick quadratic in a cell's size.
 fn sort_by_id<T: Copy>(ids: &mut [u32], items: &mut [T]) {
+    debug_assert_eq!(ids.len(), items.len());
+    let mut shifts_left = 8 * ids.len() + 64;
     for i in 1..ids.len() {
         let (id, item) = (ids[i], items[i]);
         let mut j = i;
@@ -441,6 +445,41 @@ fn sort_by_id<T: Copy>(ids: &mut [u32], items: &mut [T]) {
             j -= 1;
         }
         (ids[j], items[j]) = (id, item);
+        shifts_left = shifts_left.saturating_sub(i - j);
+        if shifts_left == 0 {
+            heap_sort_by_id(ids, items);
+            return;
+        }
+    }
+}
+
+/// Heap sort by id, moving the items along: O(m log m) in place, without allocating.
+fn heap_sort_by_id<T: Copy>(ids: &mut [u32], items: &mut [T]) {
+    fn sift_down<T>(ids: &mut [u32], items: &mut [T], mut root: usize, end: usize) {
+        loop {
+            let mut child = 2 * root + 1;
+            if child >= end {
+                return;
+            }
+            if child + 1 < end && ids[child] < ids[child + 1] {
+                child += 1;
+            }
+            if ids[root] >= ids[child] {
+                return;
+            }
+            ids.swap(root, child);
+            items.swap(root, child);
+            root = child;
+        }
+    }
+    let n = ids.len();
+    for root in (0..n / 2).rev() {
+        sift_down(ids, items, root, n);
+    }
+    for end in (1..n).rev() {
+        ids.swap(0, end);
+        items.swap(0, end);
+        sift_down(ids, items, 0, end);
     }
 }
 
@@ -572,6 +611,41 @@ mod tests {
                 })
                 .count();
             assert_eq!(ids.len(), expected, "({x}, {y}, {r})");
+        }
+    }
+
+    #[test]
+    fn a_cell_sorts_by_id_with_its_items_however_disordered() {
+        // Nearly sorted (the usual case), a run merged into another, and reversed (which
+        // exhausts the insertion budget and goes to the heap sort), at several sizes.
+        for m in [0usize, 1, 2, 3, 17, 200, 5_000] {
+            let ascending: Vec<u32> = (0..m as u32).map(|i| 3 * i + 1).collect();
+            let mut nearly = ascending.clone();
+            if m > 2 {
+                nearly.swap(m / 2, m / 2 + 1);
+                nearly.swap(0, m - 1);
+            }
+            let merged: Vec<u32> = ascending
+                .iter()
+                .step_by(2)
+                .chain(ascending.iter().skip(1).step_by(2))
+                .copied()
+                .collect();
+            let reversed: Vec<u32> = ascending.iter().rev().copied().collect();
+            for ids in [nearly, merged, reversed] {
+                let mut sorted_ids = ids.clone();
+                let mut items: Vec<(u32, u32)> = ids
+                    .iter()
+                    .map(|&id| (id, id.wrapping_mul(2_654_435_761)))
+                    .collect();
+                sort_by_id(&mut sorted_ids, &mut items);
+                assert_eq!(sorted_ids, ascending, "m {m}");
+                let expected: Vec<(u32, u32)> = ascending
+                    .iter()
+                    .map(|&id| (id, id.wrapping_mul(2_654_435_761)))
+                    .collect();
+                assert_eq!(items, expected, "m {m}");
+            }
         }
     }
 }
