@@ -55,11 +55,20 @@ pub struct UniformGrid {
     order: Vec<u32>,
     /// The cell of each item, by id (scratch of `rebuild`).
     cell_of_item: Vec<u32>,
+    /// The cell of each slot of `order`.
+    cell_of_current: Vec<u32>,
     /// Scratch of `resort_sharded`: the next order, the new cell of each old slot and of
     /// each new slot.
     order_next: Vec<u32>,
     cell_of_slot: Vec<u32>,
     cell_of_next: Vec<u32>,
+    /// Scratch of `resort_sharded`: per shard, the new cells its items arrived in from
+    /// another cell (only those can be out of id order), and whether the list overflowed.
+    arrivals: Vec<(Vec<u32>, bool)>,
+    /// When each cell was last checked for order (`resort_count`), so a cell with many
+    /// arrivals is checked once.
+    cell_checked: Vec<u32>,
+    resort_count: u32,
     /// Scratch of `resort_sharded`: items per (shard, cell), `shard_cell[shard * cells +
     /// cell]`, each shard's write cursor per cell (same layout), and items per (shard, row).
     /// A shard's rows of counts are zero outside `shard_rows[shard]`, the rows it touched.
@@ -87,8 +96,12 @@ impl UniformGrid {
             cell_start: vec![0; (cols * cols + 1) as usize],
             order: Vec::new(),
             cell_of_item: Vec::new(),
+            cell_of_current: Vec::new(),
             order_next: Vec::new(),
             cell_of_slot: Vec::new(),
+            arrivals: Vec::new(),
+            cell_checked: vec![0; (cols * cols) as usize],
+            resort_count: 0,
             cell_of_next: Vec::new(),
             shard_cell: Vec::new(),
             shard_cursor: Vec::new(),
@@ -163,6 +176,10 @@ impl UniformGrid {
         for (g, &id) in gathered.iter_mut().zip(&self.order) {
             *g = items_by_id[id as usize];
         }
+        self.cell_of_current.clear();
+        let cell_of_item = &self.cell_of_item;
+        self.cell_of_current
+            .extend(self.order.iter().map(|&id| cell_of_item[id as usize]));
         let cols = self.cols as usize;
         let cell_start = &self.cell_start;
         let (rows, first) = cut_bands(items_by_id.len(), cols, shards, |row| {
@@ -210,10 +227,26 @@ impl UniformGrid {
         self.shard_cursor.resize(shards * cells, 0);
         self.shard_row.resize(shards * rows, 0);
         self.shard_rows.resize(shards, (0, 0));
+        // Arrivals are about 1% of the items a tick; past a quarter of a band's share the
+        // fix-up below scans every slot instead of the list.
+        let arrivals_max = n.div_ceil(shards) / 4 + 64;
+        if self.arrivals.len() != shards || self.arrivals[0].0.capacity() < arrivals_max {
+            self.arrivals = (0..shards)
+                .map(|_| (Vec::with_capacity(arrivals_max), false))
+                .collect();
+        }
+        self.resort_count = self.resort_count.wrapping_add(1);
+        if self.resort_count == 0 {
+            // The stamps wrapped: none may look current.
+            self.cell_checked.fill(0);
+            self.resort_count = 1;
+        }
 
-        // 1. By old band: each item's new cell, and the shard's items per cell and per row.
+        // 1. By old band: each item's new cell (and the cells it arrives in), and the
+        // shard's items per cell and per row.
         {
-            let band_first = &self.band_first;
+            let (band_first, cell_of_current) = (&self.band_first, &self.cell_of_current);
+            let arrivals = SharedSlice::new(&mut self.arrivals);
             let cell_of_slot = SharedSlice::new(&mut self.cell_of_slot);
             let shard_cell = SharedSlice::new(&mut self.shard_cell);
             let shard_row = SharedSlice::new(&mut self.shard_row);
@@ -221,25 +254,39 @@ impl UniformGrid {
             pool.run(&|s| {
                 let band = band_first[s] as usize..band_first[s + 1] as usize;
                 // SAFETY: bands, and the shard's rows of counts, are disjoint by shard.
-                let (cell_of, counts, row_counts, touched) = unsafe {
+                let (cell_of, counts, row_counts, touched, (arrived, overflowed)) = unsafe {
                     (
                         cell_of_slot.range_mut(band.clone()),
                         shard_cell.range_mut(s * cells..(s + 1) * cells),
                         shard_row.range_mut(s * rows..(s + 1) * rows),
                         shard_rows.get_mut(s),
+                        arrivals.get_mut(s),
                     )
                 };
+                arrived.clear();
+                *overflowed = false;
                 // Only the rows touched last time hold counts; clear just those.
                 let (lo, hi) = (touched.0 as usize, touched.1 as usize);
                 counts[lo * cols..hi * cols].fill(0);
                 row_counts[lo..hi].fill(0);
                 let (mut lo, mut hi) = (rows, 0);
-                for (c, item) in cell_of.iter_mut().zip(&items[band]) {
+                for ((c, item), &old) in cell_of
+                    .iter_mut()
+                    .zip(&items[band.clone()])
+                    .zip(&cell_of_current[band])
+                {
                     let (x, y) = position(item);
                     let row = div.cell(y) as usize;
                     let cell = row * cols + div.cell(x) as usize;
                     *c = cell as u32;
                     counts[cell] += 1;
+                    if cell as u32 != old {
+                        if arrived.len() < arrived.capacity() {
+                            arrived.push(cell as u32);
+                        } else {
+                            *overflowed = true;
+                        }
+                    }
                     lo = lo.min(row);
                     hi = hi.max(row + 1);
                 }
@@ -317,32 +364,58 @@ impl UniformGrid {
             });
         }
 
-        // 5. By new band: restore ascending ids in the cells where arrivals broke them.
+        // 5. By new band: restore ascending ids in the cells where arrivals broke them. A
+        // cell that took no arrival holds a subsequence of its old ascending run.
         {
-            let (cell_start, cell_of_next) = (&self.cell_start, &self.cell_of_next);
+            let (cell_start, cell_of_next, arrivals) = (&self.cell_start, &self.cell_of_next, &self.arrivals);
+            let stamp = self.resort_count;
             let order_next = SharedSlice::new(&mut self.order_next);
+            let cell_checked = SharedSlice::new(&mut self.cell_checked);
             let out = SharedSlice::new(out);
             pool.run(&|b| {
                 let band = new_first[b] as usize..new_first[b + 1] as usize;
-                // SAFETY: new bands own disjoint runs of slots.
-                let (ids, items) =
-                    unsafe { (order_next.range_mut(band.clone()), out.range_mut(band.clone())) };
-                let cells_of = &cell_of_next[band.clone()];
-                let mut k = 1;
-                while k < ids.len() {
-                    if cells_of[k - 1] == cells_of[k] && ids[k - 1] > ids[k] {
-                        let c = cells_of[k] as usize;
-                        let run =
-                            cell_start[c] as usize - band.start..cell_start[c + 1] as usize - band.start;
-                        sort_by_id(&mut ids[run.clone()], &mut items[run.clone()]);
-                        k = run.end;
+                let band_cells = new_rows[b] * cols as u32..new_rows[b + 1] * cols as u32;
+                // SAFETY: new bands own disjoint runs of slots and of cells.
+                let (ids, items, checked) = unsafe {
+                    (
+                        order_next.range_mut(band.clone()),
+                        out.range_mut(band.clone()),
+                        cell_checked.range_mut(band_cells.start as usize..band_cells.end as usize),
+                    )
+                };
+                let fix = |ids: &mut [u32], items: &mut [T], c: usize| {
+                    let run = cell_start[c] as usize - band.start..cell_start[c + 1] as usize - band.start;
+                    if !ids[run.clone()].is_sorted() {
+                        sort_by_id(&mut ids[run.clone()], &mut items[run]);
                     }
-                    k += 1;
+                };
+                if arrivals.iter().any(|&(_, overflowed)| overflowed) {
+                    let cells_of = &cell_of_next[band.clone()];
+                    let mut k = 1;
+                    while k < cells_of.len() {
+                        if cells_of[k - 1] == cells_of[k] && ids[k - 1] > ids[k] {
+                            let c = cells_of[k] as usize;
+                            fix(ids, items, c);
+                            k = cell_start[c + 1] as usize - band.start;
+                        }
+                        k += 1;
+                    }
+                    return;
+                }
+                for &c in arrivals.iter().flat_map(|(cells, _)| cells) {
+                    if band_cells.contains(&c) {
+                        let seen = &mut checked[(c - band_cells.start) as usize];
+                        if *seen != stamp {
+                            *seen = stamp;
+                            fix(ids, items, c as usize);
+                        }
+                    }
                 }
             });
         }
 
         std::mem::swap(&mut self.order, &mut self.order_next);
+        std::mem::swap(&mut self.cell_of_current, &mut self.cell_of_next);
         self.band_rows.clear();
         self.band_rows.extend_from_slice(&new_rows[..=shards]);
         self.band_first.clear();
@@ -554,7 +627,9 @@ mod tests {
                     let mut gathered = vec![(0, 0); n];
                     g.build_gathered(shards, &pts, |&p| p, &mut gathered);
                     for round in 0..6i64 {
-                        let step = if round % 2 == 0 { 90 } else { 2_500 };
+                        // A few items change cell (the fix-up goes by the arrivals), many do,
+                        // and most do (too many arrivals: the fix-up scans every slot).
+                        let step = [20, 120, 2_500][round as usize % 3];
                         for (i, p) in pts.iter_mut().enumerate() {
                             let h = (i as i64 + 31 * round) * 48_271 % 65_521;
                             p.0 = (p.0 + (h % (2 * step + 1) - step) as i32).clamp(0, 9_999);
