@@ -5,14 +5,15 @@
 //! steering, casts, acks, leaves), move avatars. Sharded by band of the boid grid: every
 //! boid's next state from the previous tick (double-buffered), then the grid re-sorted on
 //! the new positions (`UniformGrid::resort_sharded`). Sharded again: hash the changed leaves
-//! of the state and build the client frames (due clients spread by `(slot / interval) %
-//! shards`). Serial: fold the leaf hashes into the state root and collect the frames.
+//! of the state and build the client frames (each due client's frame claimed by whichever
+//! shard is free). Serial: fold the leaf hashes into the state root and collect the frames.
 //!
 //! The boids live in the grid's slot order (`grid_boids[k]` is boid `grid.order()[k]`), not
 //! by id: a shard then reads and writes the boids of its own band of the world, and only
 //! boids that cross into another band move between cores. By id the world keeps each
 //! boid's anchor record (see `hash`), which changes only when the boid thinks or respawns.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::boids::{self, Avatar, Boid, Neighbourhood};
@@ -207,6 +208,8 @@ pub struct World {
     pool: ShardPool,
     scratch: Vec<ShardScratch>,
     input_order: Vec<u32>,
+    /// Indexes into `avatars` of the clients due a snapshot this tick.
+    due_avatars: Vec<u32>,
     /// (id, slot) of the boids a cast catches.
     caught: Vec<(u32, u32)>,
     layout: TreeLayout,
@@ -306,6 +309,7 @@ impl World {
                 })
                 .collect(),
             input_order: Vec::with_capacity(1024),
+            due_avatars: Vec::with_capacity(slots),
             caught: Vec::with_capacity(64),
             layout,
             leaves: vec![[0; 32]; layout.leaf_count()],
@@ -739,6 +743,15 @@ impl World {
         } else {
             (1 << layout.group_thinking_at(self.tick)) | dirty
         };
+        let interval = self.config.snapshot_interval_ticks;
+        self.due_avatars.clear();
+        if build {
+            // Clients are staggered over the interval by slot, so each tick builds an equal
+            // share of the frames.
+            let due = |(_, a): &(usize, &Avatar)| (a.slot + self.tick) % interval == 0;
+            let due = self.avatars.iter().enumerate().filter(due).map(|(i, _)| i as u32);
+            self.due_avatars.extend(due);
+        }
         let (boid_leaves, rest) = self.leaves.split_at_mut(counts[0]);
         let (player_leaves, stream_leaves) = rest.split_at_mut(counts[1]);
         {
@@ -755,8 +768,9 @@ impl World {
                 avatar_grid: &self.avatar_grid,
                 boid_count: cfg.boid_count,
             };
-            let interval = cfg.snapshot_interval_ticks;
             let anchors = &self.anchors;
+            let due_avatars = &self.due_avatars;
+            let next_due = AtomicUsize::new(0);
             let players = &self.players;
             let avatars = &self.avatars;
             let empty_player_leaves = &self.empty_player_leaves;
@@ -792,20 +806,20 @@ impl World {
                     // SAFETY: chunk c belongs to shard c % shards alone.
                     unsafe { *player_leaves.get_mut(c) = leaf };
                 }
-                if build {
-                    // Clients are staggered over the interval by slot, so each tick builds an
-                    // equal share of the frames. Those due this tick share one residue of
-                    // slot % interval, so they are spread over shards by slot / interval.
-                    let mine = |a: &&Avatar| {
-                        (a.slot + ctx.tick) % interval == 0 && (a.slot / interval) as usize % shards == s
+                // Frames are claimed one at a time: their costs differ widely (a client in a
+                // crowd sees far more than one alone), and which shard builds a frame changes
+                // nothing in it.
+                loop {
+                    let i = next_due.fetch_add(1, Ordering::Relaxed);
+                    let Some(&a) = due_avatars.get(i) else {
+                        break;
                     };
-                    for a in avatars.iter().filter(mine) {
-                        // SAFETY: slot a.slot belongs to shard slot % shards alone.
-                        let stream = unsafe { streams.get_mut(a.slot as usize) };
-                        if let Some(stream) = stream.as_deref_mut() {
-                            let p = &players[a.slot as usize];
-                            stream.build(&ctx, &mut sc.snapshot, a, p.acked_tick, p.score);
-                        }
+                    let a = &avatars[a as usize];
+                    // SAFETY: each due client is claimed by exactly one shard.
+                    let stream = unsafe { streams.get_mut(a.slot as usize) };
+                    if let Some(stream) = stream.as_deref_mut() {
+                        let p = &players[a.slot as usize];
+                        stream.build(&ctx, &mut sc.snapshot, a, p.acked_tick, p.score);
                     }
                 }
             });
@@ -830,13 +844,8 @@ impl World {
         let mut fh = blake3::Hasher::new();
         fh.update(b"MGFR");
         fh.update(&self.tick.to_le_bytes());
-        if build {
-            let interval = self.config.snapshot_interval_ticks;
-            for a in self
-                .avatars
-                .iter()
-                .filter(|a| (a.slot + self.tick) % interval == 0)
-            {
+        {
+            for a in self.due_avatars.iter().map(|&i| &self.avatars[i as usize]) {
                 let Some(stream) = self.streams[a.slot as usize].as_deref() else {
                     continue;
                 };
