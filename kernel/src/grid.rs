@@ -43,6 +43,15 @@ impl CellDivisor {
     }
 }
 
+/// One shard's arrivals in a re-sort, on a cache line of its own: the shards push to
+/// their lists at the same time.
+#[derive(Clone, Debug, Default)]
+#[repr(align(64))]
+struct Arrivals {
+    cells: Vec<u32>,
+    overflowed: bool,
+}
+
 /// Points bucketed into square cells; `order` lists item ids cell by cell.
 #[derive(Clone, Debug)]
 pub struct UniformGrid {
@@ -64,7 +73,7 @@ pub struct UniformGrid {
     cell_of_next: Vec<u32>,
     /// Scratch of `resort_sharded`: per shard, the new cells its items arrived in from
     /// another cell (only those can be out of id order), and whether the list overflowed.
-    arrivals: Vec<(Vec<u32>, bool)>,
+    arrivals: Vec<Arrivals>,
     /// When each cell was last checked for order (`resort_count`), so a cell with many
     /// arrivals is checked once.
     cell_checked: Vec<u32>,
@@ -230,9 +239,12 @@ impl UniformGrid {
         // Arrivals are about 1% of the items a tick; past a quarter of a band's share the
         // fix-up below scans every slot instead of the list.
         let arrivals_max = n.div_ceil(shards) / 4 + 64;
-        if self.arrivals.len() != shards || self.arrivals[0].0.capacity() < arrivals_max {
+        if self.arrivals.len() != shards || self.arrivals[0].cells.capacity() < arrivals_max {
             self.arrivals = (0..shards)
-                .map(|_| (Vec::with_capacity(arrivals_max), false))
+                .map(|_| Arrivals {
+                    cells: Vec::with_capacity(arrivals_max),
+                    overflowed: false,
+                })
                 .collect();
         }
         self.resort_count = self.resort_count.wrapping_add(1);
@@ -254,7 +266,7 @@ impl UniformGrid {
             pool.run(&|s| {
                 let band = band_first[s] as usize..band_first[s + 1] as usize;
                 // SAFETY: bands, and the shard's rows of counts, are disjoint by shard.
-                let (cell_of, counts, row_counts, touched, (arrived, overflowed)) = unsafe {
+                let (cell_of, counts, row_counts, touched, arrivals) = unsafe {
                     (
                         cell_of_slot.range_mut(band.clone()),
                         shard_cell.range_mut(s * cells..(s + 1) * cells),
@@ -263,6 +275,10 @@ impl UniformGrid {
                         arrivals.get_mut(s),
                     )
                 };
+                let Arrivals {
+                    cells: arrived,
+                    overflowed,
+                } = arrivals;
                 arrived.clear();
                 *overflowed = false;
                 // Only the rows touched last time hold counts; clear just those.
@@ -389,7 +405,7 @@ impl UniformGrid {
                         sort_by_id(&mut ids[run.clone()], &mut items[run]);
                     }
                 };
-                if arrivals.iter().any(|&(_, overflowed)| overflowed) {
+                if arrivals.iter().any(|a| a.overflowed) {
                     let cells_of = &cell_of_next[band.clone()];
                     let mut k = 1;
                     while k < cells_of.len() {
@@ -402,7 +418,7 @@ impl UniformGrid {
                     }
                     return;
                 }
-                for &c in arrivals.iter().flat_map(|(cells, _)| cells) {
+                for &c in arrivals.iter().flat_map(|a| &a.cells) {
                     if band_cells.contains(&c) {
                         let seen = &mut checked[(c - band_cells.start) as usize];
                         if *seen != stamp {
