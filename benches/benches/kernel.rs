@@ -27,6 +27,10 @@ impl Session {
             ..WorldConfig::default()
         };
         let world = World::new(config, shards).expect("default config is valid");
+        // As the live server does (`server.pin_shard_threads`): this thread runs shard 0.
+        if let Err(e) = world.pin_shard_threads() {
+            eprintln!("shard threads left unpinned: {e}");
+        }
         let script = Script::new(ScriptConfig {
             clients,
             join_spread_ticks: 120,

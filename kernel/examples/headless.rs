@@ -35,6 +35,10 @@ fn main() {
         }
     };
     println!("world built in {:?}", started.elapsed());
+    // As the live server does by default (`server.pin_shard_threads`).
+    if let Err(e) = world.pin_shard_threads() {
+        eprintln!("warning: {e}");
+    }
     let mut script = Script::new(ScriptConfig {
         clients,
         ..ScriptConfig::default()

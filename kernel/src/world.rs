@@ -23,7 +23,7 @@ use crate::hash::{
     self, ChunkId, ChunkKind, TreeLayout, BOIDS_PER_CHUNK, PLAYERS_PER_CHUNK, STREAMS_PER_CHUNK,
 };
 use crate::input::{name_is_valid, Input, Rejections, TickInputs, NAME_BYTES_MAX, THROTTLE_MAX};
-use crate::pool::{ShardPool, SharedSlice};
+use crate::pool::{PinError, ShardPool, SharedSlice};
 use crate::rng;
 use crate::snapshot::stream::{ClientStream, SnapshotContext, SnapshotScratch, NO_TICK};
 use crate::snapshot::ViewEntry;
@@ -357,6 +357,13 @@ impl World {
     /// The last tick produced (0 before the first step).
     pub fn tick(&self) -> u32 {
         self.tick
+    }
+
+    /// Pins the shard threads to CPUs, the calling thread to the first (see
+    /// `ShardPool::pin_to_cpus`): call it from the thread that steps the world. A live
+    /// server wants this; tests and tools that share a process with others do not.
+    pub fn pin_shard_threads(&self) -> Result<Vec<usize>, PinError> {
+        self.pool.pin_to_cpus()
     }
 
     /// Shards the step runs on.

@@ -58,6 +58,10 @@ pub struct ServerSection {
     pub listen: String,
     /// Shards (worker threads) the kernel steps on. Output is identical for any count.
     pub shards: u32,
+    /// Pin each shard's thread to its own CPU (the tick thread to the first). Without it a
+    /// tick thread waking from its sleep can land on a worker's CPU and the two spin
+    /// against each other for the whole tick. Has no effect with one shard.
+    pub pin_shard_threads: bool,
     /// A connection that has not sent HELLO within this time is closed (1008).
     pub hello_timeout_seconds: f64,
     /// Largest client message accepted; a larger one closes the connection (1009).
@@ -82,6 +86,7 @@ impl Default for ServerSection {
         ServerSection {
             listen: "127.0.0.1:7400".to_string(),
             shards: 1,
+            pin_shard_threads: true,
             hello_timeout_seconds: 5.0,
             max_client_message_bytes: 512,
             shutdown_timeout_seconds: 2.0,

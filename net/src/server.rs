@@ -221,6 +221,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     };
     let settings = TickSettings {
         shards,
+        pin_shard_threads: s.pin_shard_threads,
         catch_up_ticks_max: s.tick_loop.catch_up_ticks_max,
         backpressure: bp,
         run_ticks: options.run_ticks,

@@ -185,6 +185,8 @@ pub struct WelcomeBase {
 #[derive(Clone, Debug)]
 pub struct TickSettings {
     pub shards: usize,
+    /// Pin the shard threads (this thread included) to CPUs when the loop starts.
+    pub pin_shard_threads: bool,
     pub catch_up_ticks_max: u32,
     pub backpressure: BackpressureSection,
     /// Stop by itself after this many ticks (None: until shut down).
@@ -275,6 +277,13 @@ impl TickLoop {
         let hz = self.world.config().tick_rate_hz.max(1) as u64;
         let dt_ns = 1_000_000_000 / hz;
         let dt = Duration::from_nanos(dt_ns);
+        if self.settings.pin_shard_threads && self.world.shard_count() > 1 {
+            // From this thread: it runs shard 0 of every step.
+            match self.world.pin_shard_threads() {
+                Ok(cpus) => tracing::info!(?cpus, "shard threads pinned to CPUs"),
+                Err(e) => tracing::warn!(error = %e, "shard threads left unpinned"),
+            }
+        }
         let mut next = Instant::now();
         let mut ran: u64 = 0;
         let mut last_debug = Instant::now();
