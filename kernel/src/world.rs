@@ -23,7 +23,7 @@ use crate::hash::{
     self, ChunkId, ChunkKind, TreeLayout, BOIDS_PER_CHUNK, PLAYERS_PER_CHUNK, STREAMS_PER_CHUNK,
 };
 use crate::input::{name_is_valid, Input, Rejections, TickInputs, NAME_BYTES_MAX, THROTTLE_MAX};
-use crate::pool::{PinError, ShardPool, SharedSlice};
+use crate::pool::{PinError, ShardPool, SharedSlice, SHARD_COUNT_MAX};
 use crate::rng;
 use crate::snapshot::stream::{ClientStream, SnapshotContext, SnapshotScratch, NO_TICK};
 use crate::snapshot::ViewEntry;
@@ -175,6 +175,14 @@ impl TickOutput {
         self.frames.len()
     }
 }
+
+/// Slots of the boid grid a shard claims at a time in the boid phase (6 KiB of boids).
+const BOID_CHUNK_SLOTS: usize = 512;
+
+/// A claim counter on a cache line of its own.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct PaddedCounter(AtomicUsize);
 
 /// Scratch one shard owns during a step.
 #[derive(Debug, Default)]
@@ -477,22 +485,38 @@ impl World {
                 avatars: &self.avatars,
             };
             let grid = &self.grid;
+            let shards = self.pool.shard_count();
             let next = SharedSlice::new(&mut self.grid_boids_next);
             let anchors = SharedSlice::new(&mut self.anchors);
+            // Each band is cut into chunks claimed from a counter: a shard works through its
+            // own band, then helps with the others'. Bands hold equal numbers of boids but
+            // not equal work (a crowd of avatars makes its band's boids flee from many), and
+            // which shard computes a boid changes nothing in it.
+            let claimed: [PaddedCounter; SHARD_COUNT_MAX] = std::array::from_fn(|_| PaddedCounter::default());
             self.pool.run(&|s| {
-                let band = grid.band(s);
-                // SAFETY: bands are disjoint runs of slots.
-                let next = unsafe { next.range_mut(band.clone()) };
-                for ((o, &id), &b) in next
-                    .iter_mut()
-                    .zip(&grid.order()[band.clone()])
-                    .zip(&hood.sorted[band])
-                {
-                    *o = hood.next(id, b);
-                    // A thinker starts a new straight stretch: its anchor is its new state.
-                    if hood.thinks(id) {
-                        // SAFETY: each id sits in one slot, so in one band.
-                        unsafe { *anchors.get_mut(id as usize) = *o };
+                for b in (0..shards).map(|i| (s + i) % shards) {
+                    let band = grid.band(b);
+                    loop {
+                        let first =
+                            band.start + claimed[b].0.fetch_add(1, Ordering::Relaxed) * BOID_CHUNK_SLOTS;
+                        if first >= band.end {
+                            break;
+                        }
+                        let chunk = first..(first + BOID_CHUNK_SLOTS).min(band.end);
+                        // SAFETY: each chunk is claimed once, and chunks are disjoint.
+                        let next = unsafe { next.range_mut(chunk.clone()) };
+                        for ((o, &id), &b) in next
+                            .iter_mut()
+                            .zip(&grid.order()[chunk.clone()])
+                            .zip(&hood.sorted[chunk])
+                        {
+                            *o = hood.next(id, b);
+                            // A thinker starts a new straight stretch: its anchor is its new state.
+                            if hood.thinks(id) {
+                                // SAFETY: each id sits in one slot, so in one chunk.
+                                unsafe { *anchors.get_mut(id as usize) = *o };
+                            }
+                        }
                     }
                 }
             });
