@@ -79,10 +79,10 @@ pub struct UniformGrid {
     cell_checked: Vec<u32>,
     resort_count: u32,
     /// Scratch of `resort_sharded`: items per (shard, cell), `shard_cell[shard * cells +
-    /// cell]`, each shard's write cursor per cell (same layout), and items per (shard, row).
-    /// A shard's rows of counts are zero outside `shard_rows[shard]`, the rows it touched.
+    /// cell]`, turned in place into each shard's write cursor per cell; and items per
+    /// (shard, row). A shard's rows of both are zero outside `shard_rows[shard]`, the rows
+    /// it touched (cursors are only written there).
     shard_cell: Vec<u32>,
-    shard_cursor: Vec<u32>,
     shard_row: Vec<u32>,
     shard_rows: Vec<(u32, u32)>,
     /// `band_first[b]..band_first[b + 1]`: the slots of `order` in band `b`, a run of whole
@@ -113,7 +113,6 @@ impl UniformGrid {
             resort_count: 0,
             cell_of_next: Vec::new(),
             shard_cell: Vec::new(),
-            shard_cursor: Vec::new(),
             shard_row: Vec::new(),
             shard_rows: Vec::new(),
             band_first: vec![0, 0],
@@ -233,7 +232,6 @@ impl UniformGrid {
         self.cell_of_slot.resize(n, 0);
         self.cell_of_next.resize(n, 0);
         self.shard_cell.resize(shards * cells, 0);
-        self.shard_cursor.resize(shards * cells, 0);
         self.shard_row.resize(shards * rows, 0);
         self.shard_rows.resize(shards, (0, 0));
         // Arrivals are about 1% of the items a tick; past a quarter of a band's share the
@@ -324,12 +322,12 @@ impl UniformGrid {
         });
 
         self.cell_start[cells] = n as u32;
-        // 3. By new band: each cell's first slot, and each shard's write cursor in it (the
-        // shards' items go in shard order, i.e. in old slot order).
+        // 3. By new band: each cell's first slot, and each shard's count in it turned into
+        // its write cursor (the shards' items go in shard order, i.e. in old slot order).
         {
-            let (shard_cell, shard_rows) = (&self.shard_cell, &self.shard_rows);
+            let shard_rows = &self.shard_rows;
             let cell_start = SharedSlice::new(&mut self.cell_start);
-            let shard_cursor = SharedSlice::new(&mut self.shard_cursor);
+            let shard_cell = SharedSlice::new(&mut self.shard_cell);
             pool.run(&|b| {
                 let mut next = new_first[b];
                 for row in new_rows[b] as usize..new_rows[b + 1] as usize {
@@ -345,9 +343,8 @@ impl UniformGrid {
                         // SAFETY: new bands own disjoint runs of cells, in every row of cursors.
                         unsafe { *cell_start.get_mut(c) = next };
                         for &s in &active[..active_count] {
-                            let s = s as usize;
-                            unsafe { *shard_cursor.get_mut(s * cells + c) = next };
-                            next += shard_cell[s * cells + c];
+                            let count = unsafe { shard_cell.get_mut(s as usize * cells + c) };
+                            (*count, next) = (next, next + *count);
                         }
                     }
                 }
@@ -360,12 +357,12 @@ impl UniformGrid {
             let (band_first, order, cell_of_slot) = (&self.band_first, &self.order, &self.cell_of_slot);
             let order_next = SharedSlice::new(&mut self.order_next);
             let cell_of_next = SharedSlice::new(&mut self.cell_of_next);
-            let shard_cursor = SharedSlice::new(&mut self.shard_cursor);
+            let shard_cell = SharedSlice::new(&mut self.shard_cell);
             let out = SharedSlice::new(out);
             pool.run(&|s| {
                 let band = band_first[s] as usize..band_first[s + 1] as usize;
                 // SAFETY: the shard's row of cursors is its own.
-                let cursor = unsafe { shard_cursor.range_mut(s * cells..(s + 1) * cells) };
+                let cursor = unsafe { shard_cell.range_mut(s * cells..(s + 1) * cells) };
                 for k in band {
                     let c = cell_of_slot[k];
                     let slot = cursor[c as usize] as usize;
@@ -694,6 +691,14 @@ mod tests {
             g.for_each_near(x, y, r, |id| ids.push(id));
             g.for_each_slot_near(x, y, r, |k| slots.push(g.order()[k]));
             assert_eq!(ids, slots);
+            // The same ids as walking the covered cells one by one.
+            let mut by_cell = Vec::new();
+            for cy in g.coord(y - r)..=g.coord(y + r) {
+                for cx in g.coord(x - r)..=g.coord(x + r) {
+                    by_cell.extend_from_slice(g.cell(cx, cy));
+                }
+            }
+            assert_eq!(ids, by_cell, "({x}, {y}, {r})");
             let expected = pts
                 .iter()
                 .filter(|p| {

@@ -250,6 +250,17 @@ pub fn anchor(b: Boid, dt: u32) -> Boid {
     }
 }
 
+/// The boid whose anchor record is `a`, `dt` ticks since its group last thought: the
+/// inverse of `anchor`.
+#[inline]
+pub fn unanchor(a: Boid, dt: u32) -> Boid {
+    Boid {
+        x_mm: a.x_mm + a.vx as i32 * dt as i32,
+        y_mm: a.y_mm + a.vy as i32 * dt as i32,
+        ..a
+    }
+}
+
 /// The leaf hash of boid leaf `chunk` at `tick`, over its members' anchor records, which
 /// are gathered into `scratch` (at least `BOIDS_PER_CHUNK` long) first.
 pub fn boid_leaf(
@@ -426,6 +437,7 @@ mod tests {
             ..b
         };
         assert_eq!(anchor(later, 3), anchor(b, 0));
+        assert_eq!(unanchor(anchor(later, 3), 3), later);
         assert_ne!(anchor(later, 2), anchor(b, 0));
     }
 }

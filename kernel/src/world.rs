@@ -393,11 +393,7 @@ impl World {
     pub fn boid(&self, id: u32) -> Option<Boid> {
         let a = *self.anchors.get(id as usize)?;
         let dt = self.tick.wrapping_add(id) % self.config.flocking.think_interval_ticks;
-        Some(Boid {
-            x_mm: a.x_mm + a.vx as i32 * dt as i32,
-            y_mm: a.y_mm + a.vy as i32 * dt as i32,
-            ..a
-        })
+        Some(hash::unanchor(a, dt))
     }
 
     /// Every boid's anchor record by id (`hash::anchor`): what the boid leaves hash.
@@ -875,23 +871,21 @@ impl World {
         let mut fh = blake3::Hasher::new();
         fh.update(b"MGFR");
         fh.update(&self.tick.to_le_bytes());
-        {
-            for a in self.due_avatars.iter().map(|&i| &self.avatars[i as usize]) {
-                let Some(stream) = self.streams[a.slot as usize].as_deref() else {
-                    continue;
-                };
-                let client = self.players[a.slot as usize].client;
-                out.frames.push(FrameRef {
-                    client,
-                    slot: a.slot,
-                    start: out.frame_bytes.len() as u32,
-                    len: stream.frame.len() as u32,
-                });
-                out.frame_bytes.extend_from_slice(&stream.frame);
-                fh.update(&client.to_le_bytes());
-                fh.update(&(stream.frame.len() as u32).to_le_bytes());
-                fh.update(&stream.frame_digest);
-            }
+        for a in self.due_avatars.iter().map(|&i| &self.avatars[i as usize]) {
+            let Some(stream) = self.streams[a.slot as usize].as_deref() else {
+                continue;
+            };
+            let client = self.players[a.slot as usize].client;
+            out.frames.push(FrameRef {
+                client,
+                slot: a.slot,
+                start: out.frame_bytes.len() as u32,
+                len: stream.frame.len() as u32,
+            });
+            out.frame_bytes.extend_from_slice(&stream.frame);
+            fh.update(&client.to_le_bytes());
+            fh.update(&(stream.frame.len() as u32).to_le_bytes());
+            fh.update(&stream.frame_digest);
         }
         out.frames_root = *fh.finalize().as_bytes();
     }
@@ -960,8 +954,9 @@ fn spawn_boid(terrain: &Terrain, cfg: &WorldConfig, bits: u64, id: u32, state_ti
 impl World {
     /// The state root recomputed serially from the state, without touching the world: a
     /// cross-check of the shortcuts `step` takes (anchor records kept by id, cached empty
-    /// leaves, sharded leaves), and what the hashing benchmark times. Stream digests are taken as stored; that they match
-    /// their streams is checked by every checkpoint restore, which recomputes them.
+    /// leaves, sharded leaves), and what the hashing benchmark times. Stream digests are
+    /// taken as stored; that they match their streams is checked by every checkpoint
+    /// restore, which recomputes them.
     pub fn recompute_state_root(&self) -> [u8; 32] {
         let layout = self.layout;
         let mut leaves = Vec::with_capacity(layout.leaf_count());
@@ -1022,6 +1017,22 @@ impl World {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::zones::Zone;
+
+    /// A world on `shards` shards, stepped once with `client` joined, and that client's
+    /// avatar moved to the middle of the first hunting field (which is returned).
+    fn hunter_in_field(config: &WorldConfig, shards: usize, client: u32) -> (World, Zone) {
+        let mut w = World::new(config.clone(), shards).unwrap();
+        let join = Input::Join {
+            client,
+            name: "hunter".into(),
+        };
+        w.step(&TickInputs { inputs: vec![join] });
+        let field = w.zones.hunting_fields[0];
+        let slot = w.slot_of(client).unwrap() as usize;
+        (w.players[slot].x_mm, w.players[slot].y_mm) = (field.x_mm, field.y_mm);
+        (w, field)
+    }
 
     /// A boid caught in the very tick its think group steers must think from where it
     /// respawned, and alike on every shard count (the cast writes its boids in grid order
@@ -1036,18 +1047,10 @@ mod tests {
         let shard_counts = [1, 2, 3];
         let mut boids_after: Vec<Vec<Boid>> = Vec::new();
         for shards in shard_counts {
-            let mut w = World::new(config.clone(), shards).unwrap();
-            let join = Input::Join {
-                client: 1,
-                name: "hunter".into(),
-            };
-            w.step(&TickInputs { inputs: vec![join] });
             // Stand the hunter in a field with three boids next to it, one of which thinks
             // in the cast's tick, and the others do not.
-            let field = w.zones.hunting_fields[0];
+            let (mut w, field) = hunter_in_field(&config, shards, 1);
             let tick = w.tick + 1;
-            let slot = w.slot_of(1).unwrap() as usize;
-            (w.players[slot].x_mm, w.players[slot].y_mm) = (field.x_mm, field.y_mm);
             let thinker = (0..w.anchors.len() as u32)
                 .find(|id| (tick + id) % think == 0)
                 .unwrap();
@@ -1096,17 +1099,9 @@ mod tests {
             // (The cast comes at tick 2.)
             let (victim, neighbour) = (1 + 2 * think, 4 * think - 2);
             let world_with = |cast: bool| {
-                let mut w = World::new(config.clone(), shards).unwrap();
-                let join = Input::Join {
-                    client: 1,
-                    name: "hunter".into(),
-                };
-                w.step(&TickInputs { inputs: vec![join] });
+                let (mut w, field) = hunter_in_field(&config, shards, 1);
                 let tick = w.tick + 1;
                 assert_eq!((tick + neighbour) % think, 0, "the neighbour must think");
-                let field = w.zones.hunting_fields[0];
-                let slot = w.slot_of(1).unwrap() as usize;
-                (w.players[slot].x_mm, w.players[slot].y_mm) = (field.x_mm, field.y_mm);
                 let bits = rng::draw(w.config.seed, tick, victim, rng::STREAM_SPAWN);
                 let respawn = spawn_boid(&w.terrain, &w.config, bits, victim, tick - 1);
                 let mut boids = w.boids();
@@ -1151,20 +1146,12 @@ mod tests {
             boid_count: 700,
             ..WorldConfig::default()
         };
-        let mut w = World::new(config, 2).unwrap();
-        let join = Input::Join {
-            client: 7,
-            name: "hunter".into(),
-        };
-        w.step(&TickInputs { inputs: vec![join] });
-        let field = w.zones.hunting_fields[0];
-        let slot = w.slot_of(7).unwrap() as usize;
+        let (mut w, field) = hunter_in_field(&config, 2, 7);
         let mut boids = w.boids();
         for (k, b) in boids.iter_mut().take(40).enumerate() {
             (b.x_mm, b.y_mm) = (field.x_mm + 100 * k as i32, field.y_mm);
         }
         w.rehash(&boids);
-        (w.players[slot].x_mm, w.players[slot].y_mm) = (field.x_mm, field.y_mm);
         let mut caught = 0;
         for seq in 1..=30 {
             let inputs = vec![Input::Cast { client: 7, seq }];
