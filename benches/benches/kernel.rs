@@ -8,9 +8,10 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use migratory_kernel::hash;
-use migratory_kernel::scripted::{Script, ScriptConfig};
-use migratory_kernel::{Boid, TickInputs, World, WorldConfig};
+use migratory_kernel::bench_hooks::{anchor_leaf, player_chunk, PLAYERS_PER_CHUNK};
+use migratory_kernel::{
+    Boid, Script, ScriptConfig, TickInputs, TreeLayout, World, WorldConfig, BOIDS_PER_CHUNK,
+};
 
 /// A world with `clients` scripted players, warmed up until they have spread out.
 struct Session {
@@ -95,24 +96,24 @@ fn hashing(c: &mut Criterion) {
         // group that thought (the others are unchanged, see `hash`), and the player leaves
         // of occupied chunks (those of free slots are cached; 1,000 clients fill 16).
         let active_chunks = clients.div_ceil(64) as usize;
-        let layout = hash::TreeLayout::of(s.world.config());
-        let mut anchors = vec![Boid::default(); hash::BOIDS_PER_CHUNK];
+        let layout = TreeLayout::of(s.world.config());
+        let mut anchors = vec![Boid::default(); BOIDS_PER_CHUNK];
         group.bench_function(format!("{boids}boids/{clients}clients/step-leaves"), |b| {
             b.iter(|| {
                 let tick = s.world.tick();
                 let mut acc = 0u8;
                 for c in layout.group_leaves(layout.group_thinking_at(tick)) {
                     let chunk = layout.chunk(c);
-                    acc ^= hash::anchor_leaf(&layout, chunk, s.world.anchors(), &mut anchors)[0];
+                    acc ^= anchor_leaf(&layout, chunk, s.world.anchors(), &mut anchors)[0];
                 }
                 for (c, chunk) in s
                     .world
                     .players()
-                    .chunks(hash::PLAYERS_PER_CHUNK)
+                    .chunks(PLAYERS_PER_CHUNK)
                     .take(active_chunks)
                     .enumerate()
                 {
-                    acc ^= hash::player_chunk(c as u32, chunk)[0];
+                    acc ^= player_chunk(c as u32, chunk)[0];
                 }
                 acc
             });
@@ -128,7 +129,7 @@ fn bandwidth(_c: &mut Criterion) {
         let (mut bytes, mut frames, mut max) = (0u64, 0u64, 0usize);
         for _ in 0..1_200 {
             s.tick();
-            for f in s.last.frames() {
+            for f in s.last.snapshots() {
                 bytes += f.bytes.len() as u64;
                 frames += 1;
                 max = max.max(f.bytes.len());

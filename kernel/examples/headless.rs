@@ -7,9 +7,8 @@
 
 use std::time::Instant;
 
-use migratory_kernel::hash::hex;
-use migratory_kernel::scripted::{Script, ScriptConfig};
-use migratory_kernel::{TickInputs, World, WorldConfig};
+use migratory_kernel::hex;
+use migratory_kernel::{Script, ScriptConfig, TickInputs, World, WorldConfig};
 
 fn arg(n: usize, default: u32) -> u32 {
     std::env::args()
@@ -53,7 +52,7 @@ fn main() {
         let t0 = Instant::now();
         let out = world.step(&inputs);
         step_time += t0.elapsed();
-        for f in out.frames() {
+        for f in out.snapshots() {
             frame_bytes += f.bytes.len() as u64;
             frames += 1;
         }

@@ -9,8 +9,18 @@ use crate::rng;
 use crate::terrain::Terrain;
 
 /// A boid: position in millimetres, velocity in millimetres per tick. Speeds are at most
-/// `SPEED_MM_PER_TICK_MAX` (254), so velocities fit an i16: 12 bytes a boid, which is what
+/// `SPEED_MAX_MM_PER_TICK` (254), so velocities fit an i16: 12 bytes a boid, which is what
 /// the state root hashes every tick.
+///
+/// Its canonical record (what hashes and checkpoints hold) is its memory on a
+/// little-endian machine:
+///
+/// | offset | size | field          |
+/// |--------|------|----------------|
+/// | 0      | 4    | `x_mm` (i32)   |
+/// | 4      | 4    | `y_mm` (i32)   |
+/// | 8      | 2    | `vx` (i16)     |
+/// | 10     | 2    | `vy` (i16)     |
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[repr(C)]
 pub struct Boid {
@@ -19,6 +29,19 @@ pub struct Boid {
     pub vx: i16,
     pub vy: i16,
 }
+
+/// Bytes of one boid record.
+pub(crate) const BOID_RECORD_BYTES: usize = 12;
+pub(crate) const BOID_X_OFFSET: usize = 0;
+pub(crate) const BOID_Y_OFFSET: usize = 4;
+pub(crate) const BOID_VX_OFFSET: usize = 8;
+pub(crate) const BOID_VY_OFFSET: usize = 10;
+const _: () = assert!(std::mem::size_of::<Boid>() == BOID_RECORD_BYTES);
+const _: () = assert!(std::mem::offset_of!(Boid, x_mm) == BOID_X_OFFSET);
+const _: () = assert!(std::mem::offset_of!(Boid, y_mm) == BOID_Y_OFFSET);
+const _: () = assert!(std::mem::offset_of!(Boid, vx) == BOID_VX_OFFSET);
+const _: () = assert!(std::mem::offset_of!(Boid, vy) == BOID_VY_OFFSET);
+const _: () = assert!(BOID_VY_OFFSET + 2 == BOID_RECORD_BYTES);
 
 /// A joined player's avatar as the boids and snapshots see it this tick.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

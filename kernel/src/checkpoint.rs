@@ -20,18 +20,29 @@ use std::sync::Arc;
 use rkyv::rancor;
 use thiserror::Error;
 
-use crate::boids::Boid;
+use crate::boids::{Boid, BOID_RECORD_BYTES, BOID_VX_OFFSET, BOID_VY_OFFSET, BOID_X_OFFSET, BOID_Y_OFFSET};
 use crate::config::WorldConfig;
+use crate::player::Player;
 use crate::snapshot::stream::{ClientStream, Interest, NO_TICK};
 use crate::snapshot::{ViewEntry, VIEW_ENTITIES_MAX};
 use crate::terrain::Terrain;
-use crate::world::{Player, World, WorldError};
+use crate::world::{World, WorldError, WorldState};
 use crate::KERNEL_RULES_VERSION;
 
 /// Current checkpoint format version.
 pub const CHECKPOINT_VERSION: u32 = 2;
 const MAGIC: &[u8; 4] = b"MGCK";
+const MAGIC_OFFSET: usize = 0;
+const VERSION_OFFSET: usize = 4;
+const RULES_VERSION_OFFSET: usize = 8;
+const RESERVED_OFFSET: usize = 12;
+const PAYLOAD_LEN_OFFSET: usize = 16;
+const CHECKSUM_OFFSET: usize = 24;
 const HEADER_BYTES: usize = 56;
+const _: () = assert!(MAGIC_OFFSET + MAGIC.len() == VERSION_OFFSET);
+const _: () = assert!(RESERVED_OFFSET + 4 == PAYLOAD_LEN_OFFSET);
+const _: () = assert!(PAYLOAD_LEN_OFFSET + 8 == CHECKSUM_OFFSET);
+const _: () = assert!(CHECKSUM_OFFSET + 32 == HEADER_BYTES);
 
 /// Why a checkpoint could not be restored.
 #[derive(Debug, Error)]
@@ -74,8 +85,8 @@ struct CheckpointState {
     config: WorldConfig,
     terrain_hash: [u8; 32],
     tick: u32,
-    /// The boids' canonical bytes (16 per boid) split into 16 byte planes: plane k holds
-    /// byte k of every boid. Positions and velocities are small integers whose high bytes
+    /// The boids' canonical records (12 bytes each, by id) split into 12 byte planes:
+    /// plane k holds byte k of every boid. Positions and velocities are small integers whose high bytes
     /// repeat, so the planes compress far better than the interleaved records (a zstd
     /// checkpoint of 5,000 boids: 50 KB interleaved, 40 KB as planes).
     boid_planes: Vec<u8>,
@@ -83,13 +94,11 @@ struct CheckpointState {
     streams: Vec<StreamState>,
 }
 
-const BOID_BYTES: usize = 12;
-
 /// Byte k of record i goes to `out[k * n + i]`.
 fn to_planes(records: &[u8]) -> Vec<u8> {
-    let n = records.len() / BOID_BYTES;
+    let n = records.len() / BOID_RECORD_BYTES;
     let mut out = vec![0u8; records.len()];
-    for (i, r) in records.chunks_exact(BOID_BYTES).enumerate() {
+    for (i, r) in records.chunks_exact(BOID_RECORD_BYTES).enumerate() {
         for (k, &b) in r.iter().enumerate() {
             out[k * n + i] = b;
         }
@@ -97,19 +106,18 @@ fn to_planes(records: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The inverse of `to_planes`, straight into boids (little-endian fields).
+/// The inverse of `to_planes`, straight into boids (the record layout is in `boids`).
 fn from_planes(planes: &[u8]) -> Vec<Boid> {
-    let n = planes.len() / BOID_BYTES;
-    // Layout of the 12 canonical bytes: x (4), y (4), vx (2), vy (2).
+    let n = planes.len() / BOID_RECORD_BYTES;
     let b = |i: usize, k: usize| planes[k * n + i];
     let word = |i: usize, at: usize| i32::from_le_bytes([b(i, at), b(i, at + 1), b(i, at + 2), b(i, at + 3)]);
     let half = |i: usize, at: usize| i16::from_le_bytes([b(i, at), b(i, at + 1)]);
     (0..n)
         .map(|i| Boid {
-            x_mm: word(i, 0),
-            y_mm: word(i, 4),
-            vx: half(i, 8),
-            vy: half(i, 10),
+            x_mm: word(i, BOID_X_OFFSET),
+            y_mm: word(i, BOID_Y_OFFSET),
+            vx: half(i, BOID_VX_OFFSET),
+            vy: half(i, BOID_VY_OFFSET),
         })
         .collect()
 }
@@ -121,15 +129,15 @@ fn corrupted(reason: impl Into<String>) -> CheckpointError {
 }
 
 /// Serializes the world's state.
-pub fn save(world: &World) -> Vec<u8> {
+pub fn save_checkpoint(world: &World) -> Vec<u8> {
     let state = CheckpointState {
-        config: world.config.clone(),
-        terrain_hash: world.terrain.content_hash(),
-        tick: world.tick,
+        config: world.config().clone(),
+        terrain_hash: world.terrain().content_hash(),
+        tick: world.tick(),
         boid_planes: to_planes(crate::hash::boid_bytes(&world.boids())),
-        players: world.players.clone(),
+        players: world.players().to_vec(),
         streams: world
-            .streams
+            .streams()
             .iter()
             .enumerate()
             .filter_map(|(slot, s)| {
@@ -153,43 +161,28 @@ pub fn save(world: &World) -> Vec<u8> {
     };
     let payload =
         rkyv::to_bytes::<rancor::Error>(&state).expect("serializing plain data into memory cannot fail");
-    let mut out = Vec::with_capacity(HEADER_BYTES + payload.len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
-    out.extend_from_slice(&KERNEL_RULES_VERSION.to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(blake3::hash(&payload).as_bytes());
+    let mut out = vec![0u8; HEADER_BYTES];
+    out[MAGIC_OFFSET..VERSION_OFFSET].copy_from_slice(MAGIC);
+    out[VERSION_OFFSET..RULES_VERSION_OFFSET].copy_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
+    out[RULES_VERSION_OFFSET..RESERVED_OFFSET].copy_from_slice(&KERNEL_RULES_VERSION.to_le_bytes());
+    out[PAYLOAD_LEN_OFFSET..CHECKSUM_OFFSET].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    out[CHECKSUM_OFFSET..HEADER_BYTES].copy_from_slice(blake3::hash(&payload).as_bytes());
     out.extend_from_slice(&payload);
     out
 }
 
 /// Restores a world whose terrain is generated from its config.
-pub fn restore(bytes: &[u8], shard_count: usize) -> Result<World, CheckpointError> {
+pub fn restore_checkpoint(bytes: &[u8], shard_count: usize) -> Result<World, CheckpointError> {
     let state = decode(bytes)?;
     let terrain = Arc::new(Terrain::generate(&state.config).map_err(WorldError::from)?);
     build(state, terrain, shard_count)
 }
 
-/// Restores a world onto caller-supplied terrain, which must be the one it was saved with.
-pub fn restore_with_terrain(
-    bytes: &[u8],
-    terrain: Arc<Terrain>,
-    shard_count: usize,
-) -> Result<World, CheckpointError> {
-    build(decode(bytes)?, terrain, shard_count)
-}
-
-/// The config stored in a checkpoint, without restoring it.
-pub fn peek_config(bytes: &[u8]) -> Result<WorldConfig, CheckpointError> {
-    Ok(decode(bytes)?.config)
-}
-
 fn decode(bytes: &[u8]) -> Result<CheckpointState, CheckpointError> {
     if bytes.len() < HEADER_BYTES {
-        if bytes.len() >= 4 && &bytes[..4] != MAGIC {
+        if bytes.len() >= VERSION_OFFSET && &bytes[MAGIC_OFFSET..VERSION_OFFSET] != MAGIC {
             return Err(CheckpointError::BadMagic {
-                found: bytes[..4].try_into().unwrap_or([0; 4]),
+                found: bytes[MAGIC_OFFSET..VERSION_OFFSET].try_into().unwrap_or([0; 4]),
             });
         }
         return Err(corrupted(format!(
@@ -198,11 +191,11 @@ fn decode(bytes: &[u8]) -> Result<CheckpointState, CheckpointError> {
         )));
     }
     let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or([0; 4]));
-    let magic: [u8; 4] = bytes[..4].try_into().unwrap_or([0; 4]);
+    let magic: [u8; 4] = bytes[MAGIC_OFFSET..VERSION_OFFSET].try_into().unwrap_or([0; 4]);
     if &magic != MAGIC {
         return Err(CheckpointError::BadMagic { found: magic });
     }
-    let version = word(4);
+    let version = word(VERSION_OFFSET);
     if version < CHECKPOINT_VERSION {
         return Err(CheckpointError::UpgradeRequired {
             found: version,
@@ -215,14 +208,18 @@ fn decode(bytes: &[u8]) -> Result<CheckpointState, CheckpointError> {
             supported: CHECKPOINT_VERSION,
         });
     }
-    let rules = word(8);
+    let rules = word(RULES_VERSION_OFFSET);
     if rules != KERNEL_RULES_VERSION {
         return Err(CheckpointError::RulesMismatch {
             found: rules,
             supported: KERNEL_RULES_VERSION,
         });
     }
-    let len = u64::from_le_bytes(bytes[16..24].try_into().unwrap_or([0; 8]));
+    let len = u64::from_le_bytes(
+        bytes[PAYLOAD_LEN_OFFSET..CHECKSUM_OFFSET]
+            .try_into()
+            .unwrap_or([0; 8]),
+    );
     let payload = &bytes[HEADER_BYTES..];
     if payload.len() as u64 != len {
         return Err(corrupted(format!(
@@ -230,7 +227,7 @@ fn decode(bytes: &[u8]) -> Result<CheckpointState, CheckpointError> {
             payload.len()
         )));
     }
-    if blake3::hash(payload).as_bytes() != &bytes[24..56] {
+    if blake3::hash(payload).as_bytes() != &bytes[CHECKSUM_OFFSET..HEADER_BYTES] {
         return Err(corrupted("payload checksum mismatch"));
     }
     // rkyv needs its archive aligned; the caller's slice may not be.
@@ -240,6 +237,8 @@ fn decode(bytes: &[u8]) -> Result<CheckpointState, CheckpointError> {
         .map_err(|e| corrupted(format!("archive invalid: {e}")))
 }
 
+/// Validates the decoded state (anything inconsistent is `Corrupted`) and builds the
+/// world from it.
 fn build(
     state: CheckpointState,
     terrain: Arc<Terrain>,
@@ -248,17 +247,18 @@ fn build(
     if terrain.content_hash() != state.terrain_hash {
         return Err(CheckpointError::TerrainMismatch);
     }
-    let mut world = World::empty(state.config, terrain, shard_count)?;
-    let cfg = world.config.clone();
-    if state.boid_planes.len() != cfg.boid_count as usize * BOID_BYTES {
+    let cfg = state.config;
+    cfg.validate().map_err(WorldError::from)?;
+    if state.boid_planes.len() != cfg.boid_count as usize * BOID_RECORD_BYTES {
         return Err(corrupted(format!(
-            "{} bytes of boids, config says {} boids of {BOID_BYTES}",
+            "{} bytes of boids, config says {} boids of {BOID_RECORD_BYTES}",
             state.boid_planes.len(),
             cfg.boid_count
         )));
     }
     let boids = from_planes(&state.boid_planes);
-    if state.players.len() != cfg.client_slots_max as usize {
+    let slots = cfg.client_slots_max as usize;
+    if state.players.len() != slots {
         return Err(corrupted(format!(
             "{} player slots, config says {}",
             state.players.len(),
@@ -272,26 +272,25 @@ fn build(
     {
         return Err(corrupted(format!("boid {b} lies outside the world")));
     }
-    world.tick = state.tick;
-    world.players = state.players;
-    for (slot, p) in world.players.iter().enumerate() {
-        if p.active {
-            if !(0..limit).contains(&p.x_mm)
-                || !(0..limit).contains(&p.y_mm)
-                || p.name_len as usize > p.name.len()
-            {
-                return Err(corrupted(format!("player slot {slot} is out of range")));
-            }
-            world.clients.push((p.client, slot as u32));
+    let players = state.players;
+    let mut clients = Vec::new();
+    for (slot, p) in players.iter().enumerate().filter(|(_, p)| p.active) {
+        if !(0..limit).contains(&p.x_mm)
+            || !(0..limit).contains(&p.y_mm)
+            || p.name_len as usize > p.name.len()
+        {
+            return Err(corrupted(format!("player slot {slot} is out of range")));
         }
+        clients.push(p.client);
     }
-    world.clients.sort_unstable();
-    if world.clients.windows(2).any(|w| w[0].0 == w[1].0) {
+    clients.sort_unstable();
+    if clients.windows(2).any(|w| w[0] == w[1]) {
         return Err(corrupted("two slots hold the same client"));
     }
+    let mut streams: Vec<Option<Box<ClientStream>>> = (0..slots).map(|_| None).collect();
     for s in state.streams {
         let slot = s.slot as usize;
-        if !world.players.get(slot).is_some_and(|p| p.active) || world.streams[slot].is_some() {
+        if !players.get(slot).is_some_and(|p| p.active) || streams[slot].is_some() {
             return Err(corrupted(format!(
                 "stream for slot {slot} has no player or is duplicated"
             )));
@@ -315,16 +314,16 @@ fn build(
         }
         stream.interest.extend_from_slice(&s.interest);
         stream.refresh_digest();
-        world.streams[slot] = Some(Box::new(stream));
+        streams[slot] = Some(Box::new(stream));
     }
-    if world
-        .players
-        .iter()
-        .enumerate()
-        .any(|(i, p)| p.active != world.streams[i].is_some())
-    {
+    if players.iter().zip(&streams).any(|(p, s)| p.active != s.is_some()) {
         return Err(corrupted("a joined player has no stream"));
     }
-    world.rehash(&boids);
-    Ok(world)
+    let state = WorldState {
+        tick: state.tick,
+        boids,
+        players,
+        streams,
+    };
+    Ok(World::from_state(cfg, terrain, shard_count, state)?)
 }

@@ -3,7 +3,7 @@
 use thiserror::Error;
 
 /// Largest world edge: quantized positions (64 mm units) must fit 16 bits on the wire.
-pub const WORLD_SIZE_MM_MAX: u32 = 1 << 22;
+pub const WORLD_SIZE_MAX_MM: u32 = 1 << 22;
 /// Largest boid population a world may hold.
 pub const BOID_COUNT_MAX: u32 = 1_000_000;
 /// Largest number of simultaneously joined clients.
@@ -13,7 +13,10 @@ pub const TERRAIN_GRID_CELLS_MAX: u32 = 8192;
 /// Largest number of hunting fields.
 pub const HUNTING_FIELD_COUNT_MAX: u32 = 16;
 /// Largest entity speed: quantized velocity (mm/tick >> 1) must fit an i8.
-pub const SPEED_MM_PER_TICK_MAX: u32 = 254;
+pub const SPEED_MAX_MM_PER_TICK: u32 = 254;
+/// Largest `flocking.think_interval_ticks`: the state tree has a boid leaf group per
+/// think phase (see `hash`), and sizes its tables for this many.
+pub const THINK_INTERVAL_TICKS_MAX: u32 = 16;
 
 /// A configuration value that is out of range or inconsistent with another.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -180,7 +183,7 @@ fn check(field: &'static str, value: i64, min: i64, max: i64) -> Result<(), Conf
 impl WorldConfig {
     /// Checks every field; the first problem found is returned, naming the field.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let w = WORLD_SIZE_MM_MAX as i64;
+        let w = WORLD_SIZE_MAX_MM as i64;
         check("world_size_mm", self.world_size_mm as i64, 16_000, w)?;
         check(
             "terrain_grid_cells",
@@ -294,7 +297,7 @@ impl WorldConfig {
         check("flocking.cohesion_weight", f.cohesion_weight as i64, 0, 4096)?;
         check("flocking.alignment_weight", f.alignment_weight as i64, 0, 4096)?;
         check("flocking.separation_weight", f.separation_weight as i64, 0, 4096)?;
-        let vmax = SPEED_MM_PER_TICK_MAX as i64;
+        let vmax = SPEED_MAX_MM_PER_TICK as i64;
         check(
             "flocking.speed_max_mm_per_tick",
             f.speed_max_mm_per_tick as i64,
@@ -317,7 +320,7 @@ impl WorldConfig {
             "flocking.think_interval_ticks",
             f.think_interval_ticks as i64,
             1,
-            crate::hash::THINK_GROUPS_MAX as i64,
+            THINK_INTERVAL_TICKS_MAX as i64,
         )?;
         check(
             "flocking.wander_jitter_mm_per_tick",
@@ -366,57 +369,105 @@ impl WorldConfig {
             / self.tick_rate_hz as u64) as u32
     }
 
-    /// The canonical encoding: every field little-endian in declaration order, behind a
-    /// version tag. Any change to the field list must bump `CONFIG_ENCODING_VERSION`.
+    /// The canonical encoding: "MGCF", `CONFIG_ENCODING_VERSION`, the seed (u64), then
+    /// every other field as a little-endian u32 (i32 fields as their two's complement) in
+    /// declaration order, the flocking and player tables inline. The structs are
+    /// destructured without `..`, so a new field does not compile until it is encoded
+    /// here (and `CONFIG_ENCODING_VERSION` bumped).
     pub fn canonical_bytes(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(160);
-        b.extend_from_slice(b"MGCF");
-        b.extend_from_slice(&CONFIG_ENCODING_VERSION.to_le_bytes());
-        b.extend_from_slice(&self.seed.to_le_bytes());
-        let f = &self.flocking;
-        let p = &self.player;
-        let words: [u32; 35] = [
-            self.world_size_mm,
-            self.terrain_grid_cells,
-            self.terrain_cell_size_mm,
-            self.terrain_octaves,
-            self.terrain_height_max_mm as u32,
-            self.water_level_mm as u32,
-            self.slope_max_mm_per_cell,
-            self.hunting_field_count,
-            self.hunting_field_radius_mm,
-            self.town_radius_mm,
-            self.boid_count,
-            self.tick_rate_hz,
-            self.snapshot_interval_ticks,
-            self.view_radius_mm,
-            self.client_slots_max,
-            self.downstream_avg_bytes_per_s,
-            self.downstream_cap_bytes_per_s,
-            f.neighbour_radius_mm,
-            f.separation_radius_mm,
-            f.neighbours_max,
-            f.cohesion_weight,
-            f.alignment_weight,
-            f.separation_weight,
-            f.speed_min_mm_per_tick,
-            f.speed_max_mm_per_tick,
-            f.accel_max_mm_per_tick,
-            f.think_interval_ticks,
-            f.wander_jitter_mm_per_tick,
-            f.flee_radius_mm,
-            f.flee_weight,
-            f.lookahead_ticks,
-            f.terrain_avoid_weight,
-            f.edge_margin_mm,
-            p.speed_max_mm_per_tick,
-            p.accel_mm_per_tick,
+        let WorldConfig {
+            seed,
+            world_size_mm,
+            terrain_grid_cells,
+            terrain_cell_size_mm,
+            terrain_octaves,
+            terrain_height_max_mm,
+            water_level_mm,
+            slope_max_mm_per_cell,
+            hunting_field_count,
+            hunting_field_radius_mm,
+            town_radius_mm,
+            boid_count,
+            tick_rate_hz,
+            snapshot_interval_ticks,
+            view_radius_mm,
+            client_slots_max,
+            downstream_avg_bytes_per_s,
+            downstream_cap_bytes_per_s,
+            flocking,
+            player,
+        } = self;
+        let FlockingConfig {
+            neighbour_radius_mm,
+            separation_radius_mm,
+            neighbours_max,
+            cohesion_weight,
+            alignment_weight,
+            separation_weight,
+            speed_min_mm_per_tick,
+            speed_max_mm_per_tick,
+            accel_max_mm_per_tick,
+            think_interval_ticks,
+            wander_jitter_mm_per_tick,
+            flee_radius_mm,
+            flee_weight,
+            lookahead_ticks,
+            terrain_avoid_weight,
+            edge_margin_mm,
+        } = flocking;
+        let PlayerConfig {
+            speed_max_mm_per_tick: player_speed_max_mm_per_tick,
+            accel_mm_per_tick,
+            cast_radius_mm,
+            cast_cooldown_ticks,
+        } = player;
+        let words: [u32; CONFIG_WORD_COUNT] = [
+            *world_size_mm,
+            *terrain_grid_cells,
+            *terrain_cell_size_mm,
+            *terrain_octaves,
+            *terrain_height_max_mm as u32,
+            *water_level_mm as u32,
+            *slope_max_mm_per_cell,
+            *hunting_field_count,
+            *hunting_field_radius_mm,
+            *town_radius_mm,
+            *boid_count,
+            *tick_rate_hz,
+            *snapshot_interval_ticks,
+            *view_radius_mm,
+            *client_slots_max,
+            *downstream_avg_bytes_per_s,
+            *downstream_cap_bytes_per_s,
+            *neighbour_radius_mm,
+            *separation_radius_mm,
+            *neighbours_max,
+            *cohesion_weight,
+            *alignment_weight,
+            *separation_weight,
+            *speed_min_mm_per_tick,
+            *speed_max_mm_per_tick,
+            *accel_max_mm_per_tick,
+            *think_interval_ticks,
+            *wander_jitter_mm_per_tick,
+            *flee_radius_mm,
+            *flee_weight,
+            *lookahead_ticks,
+            *terrain_avoid_weight,
+            *edge_margin_mm,
+            *player_speed_max_mm_per_tick,
+            *accel_mm_per_tick,
+            *cast_radius_mm,
+            *cast_cooldown_ticks,
         ];
+        let mut b = Vec::with_capacity(CONFIG_ENCODING_BYTES);
+        b.extend_from_slice(CONFIG_ENCODING_MAGIC);
+        b.extend_from_slice(&CONFIG_ENCODING_VERSION.to_le_bytes());
+        b.extend_from_slice(&seed.to_le_bytes());
         for w in words {
             b.extend_from_slice(&w.to_le_bytes());
         }
-        b.extend_from_slice(&p.cast_radius_mm.to_le_bytes());
-        b.extend_from_slice(&p.cast_cooldown_ticks.to_le_bytes());
+        debug_assert_eq!(b.len(), CONFIG_ENCODING_BYTES);
         b
     }
 
@@ -428,6 +479,11 @@ impl WorldConfig {
 
 /// Bumped whenever the canonical encoding of `WorldConfig` changes.
 pub const CONFIG_ENCODING_VERSION: u32 = 2;
+const CONFIG_ENCODING_MAGIC: &[u8; 4] = b"MGCF";
+/// Fields after the seed, each encoded as one u32.
+const CONFIG_WORD_COUNT: usize = 37;
+/// Bytes of the canonical encoding: magic, version, seed, the words.
+const CONFIG_ENCODING_BYTES: usize = 4 + 4 + 8 + 4 * CONFIG_WORD_COUNT;
 
 #[cfg(test)]
 mod tests {
@@ -471,19 +527,93 @@ mod tests {
         ));
     }
 
+    /// Every field, perturbed alone, changes the content hash; and the perturbation list
+    /// is checked against the encoding, so a field left out of it fails here.
     #[test]
     fn hash_changes_with_every_field() {
         let base = WorldConfig::default();
         let h = base.content_hash();
-        let mut c = base.clone();
-        c.player.cast_cooldown_ticks += 1;
-        assert_ne!(c.content_hash(), h);
-        let mut c = base.clone();
-        c.seed ^= 1;
-        assert_ne!(c.content_hash(), h);
-        let mut c = base.clone();
-        c.flocking.edge_margin_mm += 1;
-        assert_ne!(c.content_hash(), h);
         assert_eq!(base.clone().content_hash(), h);
+        type Perturb = fn(&mut WorldConfig);
+        let perturbations: [(&str, Perturb); CONFIG_WORD_COUNT + 1] = [
+            ("seed", |c| c.seed ^= 1 << 40),
+            ("world_size_mm", |c| c.world_size_mm += 1),
+            ("terrain_grid_cells", |c| c.terrain_grid_cells += 1),
+            ("terrain_cell_size_mm", |c| c.terrain_cell_size_mm += 1),
+            ("terrain_octaves", |c| c.terrain_octaves += 1),
+            ("terrain_height_max_mm", |c| c.terrain_height_max_mm += 1),
+            ("water_level_mm", |c| c.water_level_mm -= 1),
+            ("slope_max_mm_per_cell", |c| c.slope_max_mm_per_cell += 1),
+            ("hunting_field_count", |c| c.hunting_field_count += 1),
+            ("hunting_field_radius_mm", |c| c.hunting_field_radius_mm += 1),
+            ("town_radius_mm", |c| c.town_radius_mm += 1),
+            ("boid_count", |c| c.boid_count += 1),
+            ("tick_rate_hz", |c| c.tick_rate_hz += 1),
+            ("snapshot_interval_ticks", |c| c.snapshot_interval_ticks += 1),
+            ("view_radius_mm", |c| c.view_radius_mm += 1),
+            ("client_slots_max", |c| c.client_slots_max += 1),
+            ("downstream_avg_bytes_per_s", |c| {
+                c.downstream_avg_bytes_per_s += 1
+            }),
+            ("downstream_cap_bytes_per_s", |c| {
+                c.downstream_cap_bytes_per_s += 1
+            }),
+            ("flocking.neighbour_radius_mm", |c| {
+                c.flocking.neighbour_radius_mm += 1
+            }),
+            ("flocking.separation_radius_mm", |c| {
+                c.flocking.separation_radius_mm += 1
+            }),
+            ("flocking.neighbours_max", |c| c.flocking.neighbours_max += 1),
+            ("flocking.cohesion_weight", |c| c.flocking.cohesion_weight += 1),
+            ("flocking.alignment_weight", |c| c.flocking.alignment_weight += 1),
+            ("flocking.separation_weight", |c| {
+                c.flocking.separation_weight += 1
+            }),
+            ("flocking.speed_min_mm_per_tick", |c| {
+                c.flocking.speed_min_mm_per_tick += 1
+            }),
+            ("flocking.speed_max_mm_per_tick", |c| {
+                c.flocking.speed_max_mm_per_tick += 1
+            }),
+            ("flocking.accel_max_mm_per_tick", |c| {
+                c.flocking.accel_max_mm_per_tick += 1
+            }),
+            ("flocking.think_interval_ticks", |c| {
+                c.flocking.think_interval_ticks += 1
+            }),
+            ("flocking.wander_jitter_mm_per_tick", |c| {
+                c.flocking.wander_jitter_mm_per_tick += 1
+            }),
+            ("flocking.flee_radius_mm", |c| c.flocking.flee_radius_mm += 1),
+            ("flocking.flee_weight", |c| c.flocking.flee_weight += 1),
+            ("flocking.lookahead_ticks", |c| c.flocking.lookahead_ticks += 1),
+            ("flocking.terrain_avoid_weight", |c| {
+                c.flocking.terrain_avoid_weight += 1
+            }),
+            ("flocking.edge_margin_mm", |c| c.flocking.edge_margin_mm += 1),
+            ("player.speed_max_mm_per_tick", |c| {
+                c.player.speed_max_mm_per_tick += 1
+            }),
+            ("player.accel_mm_per_tick", |c| c.player.accel_mm_per_tick += 1),
+            ("player.cast_radius_mm", |c| c.player.cast_radius_mm += 1),
+            ("player.cast_cooldown_ticks", |c| {
+                c.player.cast_cooldown_ticks += 1
+            }),
+        ];
+        let mut encodings = vec![base.canonical_bytes()];
+        for (field, perturb) in perturbations {
+            let mut c = base.clone();
+            perturb(&mut c);
+            assert_ne!(c, base, "{field}: the perturbation changed nothing");
+            assert_ne!(c.content_hash(), h, "{field} is not in the content hash");
+            encodings.push(c.canonical_bytes());
+        }
+        // Each perturbation changes a different part of the encoding: two fields sharing
+        // one word, or one field encoded twice, would make two of these equal.
+        encodings.sort();
+        encodings.dedup();
+        assert_eq!(encodings.len(), CONFIG_WORD_COUNT + 2);
+        assert!(encodings.iter().all(|e| e.len() == CONFIG_ENCODING_BYTES));
     }
 }

@@ -55,7 +55,6 @@ struct Arrivals {
 /// Points bucketed into square cells; `order` lists item ids cell by cell.
 #[derive(Clone, Debug)]
 pub struct UniformGrid {
-    cell_mm: i32,
     cols: i32,
     div: CellDivisor,
     /// `cell_start[c]..cell_start[c + 1]` indexes `order` for cell `c`.
@@ -99,7 +98,6 @@ impl UniformGrid {
         let cols = (world_size_mm as i32 + cell_mm - 1) / cell_mm;
         let cols = cols.max(1);
         UniformGrid {
-            cell_mm,
             cols,
             div: CellDivisor::new(cell_mm as u32, cols),
             cell_start: vec![0; (cols * cols + 1) as usize],
@@ -118,11 +116,6 @@ impl UniformGrid {
             band_first: vec![0, 0],
             band_rows: vec![0, cols as u32],
         }
-    }
-
-    /// Cell edge in millimetres.
-    pub fn cell_mm(&self) -> i32 {
-        self.cell_mm
     }
 
     /// Cells per row.
@@ -442,7 +435,7 @@ impl UniformGrid {
     }
 
     /// The ids in cell (cx, cy), ascending.
-    #[inline]
+    #[cfg(test)]
     pub fn cell(&self, cx: i32, cy: i32) -> &[u32] {
         let c = (cy * self.cols + cx) as usize;
         &self.order[self.cell_start[c] as usize..self.cell_start[c + 1] as usize]

@@ -5,7 +5,7 @@
 //! | leaf            | covers                                                  | bytes per item |
 //! |-----------------|---------------------------------------------------------|----------------|
 //! | `Boids(i)`      | up to 4,096 boids of one think group (below)            | 12: the boid's anchor record |
-//! | `Players(i)`    | player slots `i*64 .. (i+1)*64`                         | 80 (`Player::to_le_bytes`) |
+//! | `Players(i)`    | player slots `i*64 .. (i+1)*64`                         | 80 (`Player::to_le_bytes`, layout in `player`) |
 //! | `Streams(i)`    | client snapshot streams of slots `i*64 ..`              | 32 (each stream's digest, zeros when empty) |
 //!
 //! Each leaf is `blake3("MGCH" | kind u8 | index u32 LE | bytes)`. The root is
@@ -28,7 +28,8 @@
 //! respawned): an eighth of the boid bytes at the default interval.
 
 use crate::boids::Boid;
-use crate::world::Player;
+use crate::config::{WorldConfig, THINK_INTERVAL_TICKS_MAX};
+use crate::player::{Player, PLAYER_RECORD_BYTES};
 
 /// Boids of one think group per hash leaf (48 KiB of records): large enough for blake3 to
 /// hash many 1 KiB chunks at once, small enough that a step's leaves spread over shards.
@@ -38,7 +39,7 @@ pub const PLAYERS_PER_CHUNK: usize = 64;
 /// Client streams per hash chunk.
 pub const STREAMS_PER_CHUNK: usize = 64;
 /// Most think groups (the largest `think_interval_ticks` a config may set).
-pub const THINK_GROUPS_MAX: usize = 16;
+const THINK_GROUPS_MAX: usize = THINK_INTERVAL_TICKS_MAX as usize;
 
 /// What part of the state a leaf covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -122,7 +123,7 @@ impl TreeLayout {
     }
 
     /// The layout of a world built from `config`.
-    pub fn of(config: &crate::WorldConfig) -> TreeLayout {
+    pub fn of(config: &WorldConfig) -> TreeLayout {
         TreeLayout::new(
             config.boid_count,
             config.flocking.think_interval_ticks,
@@ -231,10 +232,10 @@ pub fn leaf_hasher(kind: ChunkKind, index: u32) -> blake3::Hasher {
 #[cfg(not(target_endian = "little"))]
 compile_error!("the canonical state is little-endian; hashing casts boids to bytes in place");
 
-/// Boids as their canonical bytes. `Boid` is `repr(C)` with four i32 and no padding, so on a
-/// little-endian machine its memory is exactly the canonical encoding.
+/// Boids as their canonical records. `Boid` is `repr(C)` with two i32 and two i16 and no
+/// padding (`boids` asserts the layout at compile time), so on a little-endian machine its
+/// memory is exactly the canonical encoding.
 pub fn boid_bytes(boids: &[Boid]) -> &[u8] {
-    const _: () = assert!(std::mem::size_of::<Boid>() == 12);
     // SAFETY: Boid is plain old data without padding; u8 has alignment 1.
     unsafe { std::slice::from_raw_parts(boids.as_ptr().cast::<u8>(), std::mem::size_of_val(boids)) }
 }
@@ -302,12 +303,13 @@ fn records_leaf(chunk: ChunkId, records: &[Boid]) -> [u8; 32] {
 /// blake3 hashes a large update several chunks at a time, 80-byte updates one block at a time.
 pub fn player_chunk(index: u32, players: &[Player]) -> [u8; 32] {
     debug_assert!(players.len() <= PLAYERS_PER_CHUNK);
-    let mut buf = [0u8; PLAYERS_PER_CHUNK * 80];
+    const R: usize = PLAYER_RECORD_BYTES;
+    let mut buf = [0u8; PLAYERS_PER_CHUNK * R];
     for (i, p) in players.iter().enumerate() {
-        buf[i * 80..(i + 1) * 80].copy_from_slice(&p.to_le_bytes());
+        buf[i * R..(i + 1) * R].copy_from_slice(&p.to_le_bytes());
     }
     let mut h = leaf_hasher(ChunkKind::Players, index);
-    h.update(&buf[..players.len() * 80]);
+    h.update(&buf[..players.len() * R]);
     *h.finalize().as_bytes()
 }
 

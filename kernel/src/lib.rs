@@ -1,31 +1,67 @@
 //! Migratory's deterministic world kernel: a sans-I/O tick that turns (state, inputs) into
-//! (next state, state root, per-client snapshot frames), byte-identical on any shard count.
+//! (next state, state root, per-client snapshots), byte-identical on any shard count.
 //!
-//! Entry points: [`World::new`], [`World::step`], [`checkpoint::save`] / [`checkpoint::restore`],
-//! and [`snapshot::ClientDecoder`] for the client side of the frames.
+//! Entry points:
+//! - [`World::new`] / [`World::with_terrain`] build a world from a [`WorldConfig`];
+//!   [`World::step`] applies one tick's [`TickInputs`] and returns the [`TickOutput`]
+//!   (state root, snapshots root, each due client's snapshot, what the inputs came to).
+//! - [`save_checkpoint`] / [`restore_checkpoint`]: the whole state as versioned,
+//!   checksummed bytes, and back onto any shard count.
+//! - [`ClientDecoder`]: the client side of the snapshots (format: `kernel/SNAPSHOT_FORMAT.md`).
+//! - [`TreeLayout`], [`World::chunk_hashes`], [`World::stream_summary`]: what a tool needs
+//!   to localise a divergence to a leaf, then an entity.
+//! - [`Script`]: seeded scripted players for tests, benchmarks and synthetic sessions.
+//!
+//! Everything else is internal. The modules depend on each other top-down in this order
+//! (each uses only those above it): `rng`, `config`, `input`, `player`, `terrain`,
+//! `zones`, `boids`, `grid`, `pool`, `hash`, `snapshot`, `output`, `world`, `checkpoint`,
+//! `scripted`.
 
 #![deny(clippy::float_arithmetic)]
 
-pub mod boids;
-pub mod checkpoint;
-pub mod config;
-pub mod grid;
-pub mod hash;
-pub mod input;
-pub mod pool;
-pub mod rng;
-pub mod scripted;
-pub mod snapshot;
-pub mod terrain;
-pub mod world;
-pub mod zones;
+mod boids;
+mod checkpoint;
+mod config;
+mod grid;
+mod hash;
+mod input;
+mod output;
+mod player;
+mod pool;
+mod rng;
+mod scripted;
+mod snapshot;
+mod terrain;
+mod world;
+mod zones;
 
 pub use boids::Boid;
-pub use config::{ConfigError, WorldConfig};
-pub use input::{Input, Rejections, TickInputs};
-pub use terrain::Terrain;
-pub use world::{ClientFrame, Player, StreamSummary, TickOutput, World, WorldError};
+pub use checkpoint::{restore_checkpoint, save_checkpoint, CheckpointError, CHECKPOINT_VERSION};
+pub use config::{
+    ConfigError, FlockingConfig, PlayerConfig, WorldConfig, BOID_COUNT_MAX, CLIENT_SLOTS_MAX,
+    HUNTING_FIELD_COUNT_MAX, SPEED_MAX_MM_PER_TICK, TERRAIN_GRID_CELLS_MAX, THINK_INTERVAL_TICKS_MAX,
+    WORLD_SIZE_MAX_MM,
+};
+pub use hash::{hex, ChunkId, ChunkKind, ItemIds, TreeLayout, BOIDS_PER_CHUNK};
+pub use input::{name_is_valid, Input, Rejections, TickInputs, NAME_BYTES_MAX, THROTTLE_MAX};
+pub use output::{CastStats, ClientSnapshot, Joined, StreamSummary, TickOutput};
+pub use player::Player;
+pub use pool::PinError;
+pub use scripted::{Script, ScriptConfig};
+pub use snapshot::{
+    decode_snapshot_header, ClientDecoder, DecodeError, SnapshotHeader, ViewEntry, BASELINE_RING_LEN,
+    VIEW_ENTITIES_MAX,
+};
+pub use terrain::{Terrain, TerrainError};
+pub use world::{World, WorldError};
+pub use zones::{Zone, Zones};
+
+/// Hooks the benchmarks time directly: the leaf hashes of one step.
+#[cfg(feature = "bench-hooks")]
+pub mod bench_hooks {
+    pub use crate::hash::{anchor_leaf, player_chunk, PLAYERS_PER_CHUNK};
+}
 
 /// Version of the simulation rules. Bump it whenever the same inputs would produce a
-/// different state or different frames, so recordings can tell they need re-blessing.
+/// different state or different snapshots, so recordings can tell they need re-blessing.
 pub const KERNEL_RULES_VERSION: u32 = 4;

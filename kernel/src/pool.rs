@@ -375,14 +375,14 @@ impl<'a, T> SharedSlice<'a, T> {
     }
 }
 
-/// The contiguous part of `0..len` that `shard` of `shard_count` owns.
-pub fn shard_range(len: usize, shard: usize, shard_count: usize) -> std::ops::Range<usize> {
-    (len * shard / shard_count)..(len * (shard + 1) / shard_count)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The contiguous part of `0..len` that `shard` of `shard_count` owns.
+    fn shard_range(len: usize, shard: usize, shard_count: usize) -> std::ops::Range<usize> {
+        (len * shard / shard_count)..(len * (shard + 1) / shard_count)
+    }
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]

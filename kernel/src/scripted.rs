@@ -6,8 +6,9 @@
 //! churn enabled leaves and comes back.
 
 use crate::input::{Input, TickInputs};
+use crate::output::TickOutput;
 use crate::rng;
-use crate::world::{TickOutput, World};
+use crate::world::World;
 
 /// Randomness streams of the script, apart from the kernel's.
 const STREAM_BOT: u32 = 0x100;
@@ -114,7 +115,7 @@ impl Script {
                 continue;
             };
             // Frames: some are lost, the rest get acked after the bot's lag.
-            if let Some(frame) = last.frame_for_slot(slot) {
+            if let Some(frame) = last.snapshot_for_slot(slot) {
                 let lost = rng::below(bits, 1000) < cfg.drop_per_mille;
                 if !lost && bot.pending.len() < PENDING_ACKS_MAX && frame.len() >= 5 {
                     let t = u32::from_le_bytes([frame[1], frame[2], frame[3], frame[4]]);

@@ -4,8 +4,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use migratory_kernel::scripted::{Script, ScriptConfig};
-use migratory_kernel::{TickInputs, World, WorldConfig};
+use migratory_kernel::{Script, ScriptConfig, TickInputs, World, WorldConfig};
 
 struct Counting;
 
@@ -58,7 +57,7 @@ fn allocations_in_warm_ticks(shards: usize) -> (u64, usize) {
         let out = world.step(&inputs);
         COUNTING.store(false, Ordering::SeqCst);
         if measured {
-            frames += out.frame_count();
+            frames += out.snapshot_count();
         }
         last.clone_from(out);
     }

@@ -52,7 +52,7 @@ pub mod close_code {
 /// Bit 0 of INPUT's flags: cast this tick.
 pub const INPUT_FLAG_CAST: u8 = 1;
 /// Longest player name in bytes (the kernel's limit).
-pub const NAME_BYTES_MAX: usize = migratory_kernel::input::NAME_BYTES_MAX;
+pub const NAME_BYTES_MAX: usize = migratory_kernel::NAME_BYTES_MAX;
 
 pub const HELLO_HEADER_BYTES: usize = 4;
 pub const INPUT_BYTES: usize = 11;
@@ -169,7 +169,7 @@ pub fn decode_client(msg: &[u8]) -> Result<ClientMessage<'_>, ProtocolError> {
             let n = msg[3] as usize;
             exact("HELLO", msg, HELLO_HEADER_BYTES + n)?;
             let name = std::str::from_utf8(&msg[4..]).map_err(|_| ProtocolError::NameNotUtf8)?;
-            if !migratory_kernel::input::name_is_valid(name) {
+            if !migratory_kernel::name_is_valid(name) {
                 return Err(ProtocolError::NameInvalid);
             }
             Ok(ClientMessage::Hello { version, name })

@@ -28,7 +28,7 @@ pub const WIRE_VERSION: u8 = 1;
 
 /// Widest grid a decoder accepts. It is the kernel's own limit, so no real world is refused,
 /// and it bounds what a hostile header can make a client decompress.
-pub const MAX_CELLS: u32 = migratory_kernel::config::TERRAIN_GRID_CELLS_MAX;
+pub const MAX_CELLS: u32 = migratory_kernel::TERRAIN_GRID_CELLS_MAX;
 
 /// Bytes before the payload of TERRAIN, and the first bytes of TERRAIN_HEADER.
 const GRID_HEADER_LEN: usize = 72;

@@ -534,7 +534,7 @@ impl TickLoop {
             }
         }
         let bp = &self.settings.backpressure;
-        for f in out.frames() {
+        for f in out.snapshots() {
             let Some(c) = self.clients.get_mut(&f.client) else {
                 continue;
             };

@@ -1,8 +1,8 @@
 //! Explaining a divergence: which leaf of the state tree differs, then which entity and
 //! which fields, with both values.
 
-use migratory_kernel::hash::{self, ChunkId, ChunkKind, TreeLayout};
 use migratory_kernel::World;
+use migratory_kernel::{hex, ChunkId, ChunkKind, TreeLayout};
 use serde::Serialize;
 
 /// One field that differs between two worlds.
@@ -139,8 +139,8 @@ pub fn compare(a: &World, b: &World) -> Vec<ChunkDiff> {
                                 &e,
                                 s,
                                 "remembered views",
-                                hash::hex(&p.digest),
-                                hash::hex(&q.digest),
+                                hex(&p.digest),
+                                hex(&q.digest),
                                 &mut fields,
                             );
                         }

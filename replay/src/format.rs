@@ -46,7 +46,9 @@ use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use migratory_kernel::{checkpoint, TickInputs, TickOutput, World, WorldConfig};
+use migratory_kernel::{
+    restore_checkpoint, save_checkpoint, CheckpointError, TickInputs, TickOutput, World, WorldConfig,
+};
 use rkyv::rancor;
 use thiserror::Error;
 
@@ -171,8 +173,8 @@ impl Chain {
         Chain(check::<32>(&[b"MGCHAIN", config_hash]))
     }
 
-    pub fn push(&mut self, tick: u32, state_root: &[u8; 32], frames_root: &[u8; 32]) {
-        self.0 = check::<32>(&[&self.0, &tick.to_le_bytes(), state_root, frames_root]);
+    pub fn push(&mut self, tick: u32, state_root: &[u8; 32], snapshots_root: &[u8; 32]) {
+        self.0 = check::<32>(&[&self.0, &tick.to_le_bytes(), state_root, snapshots_root]);
     }
 }
 
@@ -292,9 +294,9 @@ impl<W: Durable> RecordingWriter<W> {
         }
         self.block_inputs.push(inputs.clone());
         self.block_roots.extend_from_slice(&output.state_root);
-        self.block_roots.extend_from_slice(&output.frames_root);
+        self.block_roots.extend_from_slice(&output.snapshots_root);
         self.chain
-            .push(output.tick, &output.state_root, &output.frames_root);
+            .push(output.tick, &output.state_root, &output.snapshots_root);
         self.last_root = output.state_root;
         self.next_tick += 1;
         self.ticks_recorded += 1;
@@ -368,7 +370,7 @@ impl<W: Durable> RecordingWriter<W> {
     }
 
     fn write_checkpoint(&mut self, world: &World) -> io::Result<()> {
-        let bytes = checkpoint::save(world);
+        let bytes = save_checkpoint(world);
         let compressed = zstd::bulk::compress(&bytes, ZSTD_LEVEL)?;
         self.frame(FrameKind::Checkpoint, world.tick(), 0, &[&compressed])?;
         self.out.flush()
@@ -426,7 +428,7 @@ pub struct RecordedTick {
     pub tick: u32,
     pub inputs: TickInputs,
     pub state_root: [u8; 32],
-    pub frames_root: [u8; 32],
+    pub snapshots_root: [u8; 32],
 }
 
 trait Source: Read + Seek + std::fmt::Debug {}
@@ -727,14 +729,14 @@ impl Recording {
             .map(|(i, inputs)| {
                 let r = &roots[i * ROOTS_BYTES_PER_TICK..(i + 1) * ROOTS_BYTES_PER_TICK];
                 let mut state_root = [0u8; 32];
-                let mut frames_root = [0u8; 32];
+                let mut snapshots_root = [0u8; 32];
                 state_root.copy_from_slice(&r[..32]);
-                frames_root.copy_from_slice(&r[32..]);
+                snapshots_root.copy_from_slice(&r[32..]);
                 RecordedTick {
                     tick: f.first_tick + i as u32,
                     inputs,
                     state_root,
-                    frames_root,
+                    snapshots_root,
                 }
             })
             .collect())
@@ -766,18 +768,16 @@ impl Recording {
         let bad = |reason: String| corrupted(f.offset, Some((f.first_tick, f.first_tick)), reason);
         let bytes = zstd::bulk::decompress(&payload, FRAME_PAYLOAD_BYTES_MAX as usize)
             .map_err(|e| bad(format!("checkpoint does not decompress: {e}")))?;
-        let world = checkpoint::restore(&bytes, shard_count).map_err(|e| match e {
+        let world = restore_checkpoint(&bytes, shard_count).map_err(|e| match e {
             // Not damage: the recording predates (or postdates) this build's rules or
             // checkpoint format.
-            checkpoint::CheckpointError::RulesMismatch { .. }
-            | checkpoint::CheckpointError::UpgradeRequired { .. }
-            | checkpoint::CheckpointError::UnsupportedVersion { .. } => {
-                RecordingError::CheckpointIncompatible {
-                    offset: f.offset,
-                    tick: f.first_tick,
-                    reason: e.to_string(),
-                }
-            }
+            CheckpointError::RulesMismatch { .. }
+            | CheckpointError::UpgradeRequired { .. }
+            | CheckpointError::UnsupportedVersion { .. } => RecordingError::CheckpointIncompatible {
+                offset: f.offset,
+                tick: f.first_tick,
+                reason: e.to_string(),
+            },
             e => bad(format!("checkpoint invalid: {e}")),
         })?;
         if world.tick() != f.first_tick || world.config() != &self.meta.config {

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
-use migratory_kernel::scripted::ScriptConfig;
+use migratory_kernel::ScriptConfig;
 use migratory_kernel::WorldConfig;
 use migratory_replay::divergence::ChunkDiff;
 use migratory_replay::format::WriterOptions;

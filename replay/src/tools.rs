@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use migratory_kernel::hash::hex;
-use migratory_kernel::scripted::{Script, ScriptConfig};
+use migratory_kernel::hex;
+use migratory_kernel::{Script, ScriptConfig};
 use migratory_kernel::{TickInputs, World, WorldConfig};
 use serde::Serialize;
 use thiserror::Error;
@@ -89,7 +89,9 @@ pub fn run(
             break;
         }
         let out = world.step(&t.inputs);
-        if first_mismatch.is_none() && (out.state_root != t.state_root || out.frames_root != t.frames_root) {
+        if first_mismatch.is_none()
+            && (out.state_root != t.state_root || out.snapshots_root != t.snapshots_root)
+        {
             first_mismatch = Some(t.tick);
         }
         progress(t.tick - rec.meta.start_tick, total);
@@ -200,9 +202,9 @@ pub fn verify(
         let t = t.map_err(rec_err(path))?;
         for (i, w) in worlds.iter_mut().enumerate() {
             let out = w.step(&t.inputs);
-            roots[i] = (out.state_root, out.frames_root);
+            roots[i] = (out.state_root, out.snapshots_root);
             frames[i].clear();
-            frames[i].extend(out.frames().map(|f| (f.client, f.bytes.to_vec())));
+            frames[i].extend(out.snapshots().map(|f| (f.client, f.bytes.to_vec())));
         }
         chain.push(t.tick, &roots[0].0, &roots[0].1);
         progress(t.tick - rec.meta.start_tick, total);
@@ -243,7 +245,7 @@ pub fn verify(
                 break 'ticks;
             }
         }
-        if roots[0] != (t.state_root, t.frames_root) {
+        if roots[0] != (t.state_root, t.snapshots_root) {
             let state = roots[0].0 != t.state_root;
             let (explained_at_tick, chunks) = if state {
                 explain_against_recording(&rec, &mut worlds[0], t.tick).map_err(rec_err(path))?
@@ -262,7 +264,7 @@ pub fn verify(
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
-                a_root: hex(if state { &t.state_root } else { &t.frames_root }),
+                a_root: hex(if state { &t.state_root } else { &t.snapshots_root }),
                 b_root: hex(if state { &roots[0].0 } else { &roots[0].1 }),
                 explained_at_tick,
                 chunks,
@@ -437,7 +439,9 @@ pub fn rewrite_roots(path: &Path) -> Result<Option<u32>, ToolError> {
     for t in rec.ticks_from(rec.first_tick()) {
         let t = t.map_err(rec_err(path))?;
         let out = world.step(&t.inputs);
-        if first_changed.is_none() && (out.state_root != t.state_root || out.frames_root != t.frames_root) {
+        if first_changed.is_none()
+            && (out.state_root != t.state_root || out.snapshots_root != t.snapshots_root)
+        {
             first_changed = Some(t.tick);
         }
         let out = out.clone();
@@ -607,7 +611,7 @@ pub fn diff(a: &Path, b: &Path) -> Result<DiffReport, ToolError> {
         if x.tick > to {
             break;
         }
-        if x.state_root != y.state_root || x.frames_root != y.frames_root {
+        if x.state_root != y.state_root || x.snapshots_root != y.snapshots_root {
             report.first_divergent_tick = Some(x.tick);
             report.what = Some(
                 if x.state_root != y.state_root {
@@ -657,7 +661,7 @@ pub fn extract(path: &Path, from: u32, to: u32, out: &Path) -> Result<ExtractRep
             break;
         }
         let out_tick = world.step(&t.inputs).clone();
-        if out_tick.state_root != t.state_root || out_tick.frames_root != t.frames_root {
+        if out_tick.state_root != t.state_root || out_tick.snapshots_root != t.snapshots_root {
             return Err(ToolError::Invalid(format!(
                 "the original does not replay on this build at tick {} (run verify)",
                 t.tick

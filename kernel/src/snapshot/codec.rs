@@ -8,14 +8,14 @@
 use crate::snapshot::ViewEntry;
 
 /// Frame format version written in byte 0 of every frame.
-pub const FRAME_VERSION: u8 = 1;
+pub const SNAPSHOT_FORMAT_VERSION: u8 = 1;
 /// Size of the byte-aligned header that precedes the bit stream.
-pub const FRAME_HEADER_BYTES: usize = 17;
+pub const SNAPSHOT_HEADER_BYTES: usize = 17;
 /// Value of the header's baseline tick field meaning "no baseline" (full snapshot).
 pub const NO_BASELINE: u32 = u32::MAX;
 /// Largest removed count and largest update count a frame may carry. The decoder
 /// rejects larger counts before looping, so garbage input cannot make it spin.
-pub const FRAME_ENTRIES_MAX: usize = 4096;
+pub const SNAPSHOT_ENTRIES_MAX: usize = 4096;
 /// Largest exp-Golomb order the codes support; larger orders are treated as this one.
 /// The format itself only uses orders 0, 1, 3 and 4.
 pub const EG_ORDER_MAX: u32 = 31;
@@ -36,7 +36,7 @@ pub const PREDICTION_DT_MAX: u32 = 1024;
 
 /// Everything in the byte-aligned frame header except the version byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FrameHeader {
+pub struct SnapshotHeader {
     /// Server tick this view belongs to.
     pub tick: u32,
     /// Tick of the view this frame is a delta against; `None` means a full snapshot
@@ -71,7 +71,7 @@ pub enum DecodeError {
     /// An id gap leads past `u32::MAX`.
     #[error("id gap {gap} after id {prev} overflows u32")]
     IdOverflow { prev: u32, gap: u32 },
-    /// The baseline view handed to `apply_frame` is not strictly ascending by id at
+    /// The baseline view handed to `apply_snapshot` is not strictly ascending by id at
     /// `index`. Frames themselves cannot express unordered ids.
     #[error("baseline view not strictly ascending at index {index}")]
     NotAscending { index: usize },
@@ -93,7 +93,7 @@ pub enum DecodeError {
     /// The frame's baseline is not among the views the decoder keeps.
     #[error("baseline view for tick {baseline_tick} is not available")]
     BaselineMissing { baseline_tick: u32 },
-    /// A removed or update count exceeds `FRAME_ENTRIES_MAX`.
+    /// A removed or update count exceeds `SNAPSHOT_ENTRIES_MAX`.
     #[error("entry count {count} exceeds the frame limit")]
     CountTooLarge { count: u32 },
 }
@@ -143,7 +143,7 @@ pub fn predict(base: &ViewEntry, dt_ticks: u32) -> (i32, i32) {
 
 /// Ticks a delta frame's positions are predicted over: its tick minus its baseline's,
 /// modulo 2^32.
-fn frame_dt(header: &FrameHeader, baseline_tick: u32) -> u32 {
+fn frame_dt(header: &SnapshotHeader, baseline_tick: u32) -> u32 {
     header.tick.wrapping_sub(baseline_tick)
 }
 
@@ -162,13 +162,15 @@ pub fn removal_bits_max(id: u32) -> u32 {
 }
 
 /// Upper bound of the frame length in bytes, given the counts and the sum of the
-/// per-entry bounds from [`update_bits_max`] and [`removal_bits_max`].
-pub fn frame_bytes_max(removed_count: u32, update_count: u32, payload_bits: u64) -> usize {
+/// per-entry bounds from [`update_bits_max`] and [`removal_bits_max`]: the oracle the
+/// encoder's property test checks the selector's budget arithmetic against.
+#[cfg(test)]
+pub fn snapshot_bytes_max(removed_count: u32, update_count: u32, payload_bits: u64) -> usize {
     let bits = u64::from(ue_bits(removed_count, COUNT_K))
         .saturating_add(u64::from(ue_bits(update_count, COUNT_K)))
         .saturating_add(payload_bits);
     let bytes = usize::try_from(bits.div_ceil(8)).unwrap_or(usize::MAX);
-    FRAME_HEADER_BYTES.saturating_add(bytes)
+    SNAPSHOT_HEADER_BYTES.saturating_add(bytes)
 }
 
 /// Exact bits of an update after its `is_new` bit.
@@ -289,6 +291,7 @@ pub struct BitReader<'a> {
 
 impl<'a> BitReader<'a> {
     /// Reads `bytes` from its first bit.
+    #[cfg(test)]
     pub fn new(bytes: &'a [u8]) -> Self {
         Self { bytes, pos: 0 }
     }
@@ -297,11 +300,6 @@ impl<'a> BitReader<'a> {
     pub fn starting_at_byte(bytes: &'a [u8], byte: usize) -> Self {
         let pos = byte.min(bytes.len()) as u64 * 8;
         Self { bytes, pos }
-    }
-
-    /// Offset of the next bit to read.
-    pub fn bit_position(&self) -> u64 {
-        self.pos
     }
 
     fn len_bits(&self) -> u64 {
@@ -428,15 +426,15 @@ fn disjoint_ascending(a: &[u32], b: impl Iterator<Item = u32>) -> bool {
 /// has one, new entry), ascending by the new entry's id. A delta's baseline entry must
 /// have the same id and kind. Delta positions are coded against [`predict`] over the
 /// header's tick minus its baseline tick. Only `out` grows; nothing else is allocated.
-pub fn encode_frame(
+pub fn encode_snapshot(
     out: &mut Vec<u8>,
-    header: &FrameHeader,
+    header: &SnapshotHeader,
     removed: &[u32],
     updates: &[(Option<ViewEntry>, ViewEntry)],
 ) {
     debug_assert!(header.baseline_tick != Some(NO_BASELINE));
-    debug_assert!(removed.len() <= FRAME_ENTRIES_MAX);
-    debug_assert!(updates.len() <= FRAME_ENTRIES_MAX);
+    debug_assert!(removed.len() <= SNAPSHOT_ENTRIES_MAX);
+    debug_assert!(updates.len() <= SNAPSHOT_ENTRIES_MAX);
     debug_assert!(strictly_ascending(removed.iter().copied()));
     debug_assert!(strictly_ascending(updates.iter().map(|(_, new)| new.id)));
     debug_assert!(disjoint_ascending(removed, updates.iter().map(|(_, new)| new.id)));
@@ -450,7 +448,7 @@ pub fn encode_frame(
     );
 
     out.clear();
-    out.push(FRAME_VERSION);
+    out.push(SNAPSHOT_FORMAT_VERSION);
     out.extend_from_slice(&header.tick.to_le_bytes());
     out.extend_from_slice(&header.baseline_tick.unwrap_or(NO_BASELINE).to_le_bytes());
     out.extend_from_slice(&header.avatar_id.to_le_bytes());
@@ -495,16 +493,16 @@ pub fn encode_frame(
 
 /// Reads the byte-aligned header. The version is checked first, so a frame of a later
 /// version is reported as such even if its header is laid out differently.
-pub fn decode_header(bytes: &[u8]) -> Result<FrameHeader, DecodeError> {
+pub fn decode_snapshot_header(bytes: &[u8]) -> Result<SnapshotHeader, DecodeError> {
     let Some(&found) = bytes.first() else {
         return Err(DecodeError::Truncated { bit_offset: 0 });
     };
-    if found != FRAME_VERSION {
+    if found != SNAPSHOT_FORMAT_VERSION {
         return Err(DecodeError::UnsupportedVersion { found });
     }
     let tick = read_u32_le(bytes, 1)?;
     let baseline = read_u32_le(bytes, 5)?;
-    Ok(FrameHeader {
+    Ok(SnapshotHeader {
         tick,
         baseline_tick: (baseline != NO_BASELINE).then_some(baseline),
         avatar_id: read_u32_le(bytes, 9)?,
@@ -523,10 +521,10 @@ fn read_u32_le(bytes: &[u8], at: usize) -> Result<u32, DecodeError> {
     Ok(u32::from_le_bytes(field))
 }
 
-/// Reads a removed or update count and rejects it above `FRAME_ENTRIES_MAX`.
+/// Reads a removed or update count and rejects it above `SNAPSHOT_ENTRIES_MAX`.
 fn read_count(r: &mut BitReader<'_>) -> Result<u32, DecodeError> {
     let count = r.read_ue(COUNT_K)?;
-    if u64::from(count) > FRAME_ENTRIES_MAX as u64 {
+    if u64::from(count) > SNAPSHOT_ENTRIES_MAX as u64 {
         return Err(DecodeError::CountTooLarge { count });
     }
     Ok(count)
@@ -625,11 +623,11 @@ fn apply_i8(base: i8, diff: i32, id: u32, field: &'static str) -> Result<i8, Dec
 /// to `out`, which is cleared first and left empty on error. A full snapshot (no
 /// baseline tick) is applied to the empty view whatever `baseline` holds. Runs in
 /// O(baseline + frame) with no allocation beyond `out`'s growth.
-pub fn apply_frame(
+pub fn apply_snapshot(
     bytes: &[u8],
     baseline: &[ViewEntry],
     out: &mut Vec<ViewEntry>,
-) -> Result<FrameHeader, DecodeError> {
+) -> Result<SnapshotHeader, DecodeError> {
     out.clear();
     let result = apply_frame_into(bytes, baseline, out);
     if result.is_err() {
@@ -642,8 +640,8 @@ fn apply_frame_into(
     bytes: &[u8],
     baseline: &[ViewEntry],
     out: &mut Vec<ViewEntry>,
-) -> Result<FrameHeader, DecodeError> {
-    let header = decode_header(bytes)?;
+) -> Result<SnapshotHeader, DecodeError> {
+    let header = decode_snapshot_header(bytes)?;
     // A full snapshot has no deltas, so its dt is never used.
     let dt = header.baseline_tick.map_or(0, |b| frame_dt(&header, b));
     let baseline = if header.baseline_tick.is_some() {
@@ -655,7 +653,7 @@ fn apply_frame_into(
         return Err(DecodeError::NotAscending { index: i + 1 });
     }
 
-    let mut r = BitReader::starting_at_byte(bytes, FRAME_HEADER_BYTES);
+    let mut r = BitReader::starting_at_byte(bytes, SNAPSHOT_HEADER_BYTES);
     let removed_count = read_count(&mut r)?;
     let removed_start = r;
     // First pass over the removals: finds where the updates start and validates the
@@ -899,8 +897,8 @@ mod tests {
         ]
     }
 
-    fn example_header() -> FrameHeader {
-        FrameHeader {
+    fn example_header() -> SnapshotHeader {
+        SnapshotHeader {
             tick: 100,
             baseline_tick: Some(98),
             avatar_id: 7,
@@ -916,7 +914,7 @@ mod tests {
         // dt = 2: x moves 3 * 2 >> 5 = 0, y moves -2 * 2 >> 5 = -1.
         assert_eq!(predict(&base[1], 2), (100, 199));
         let mut out = Vec::new();
-        encode_frame(
+        encode_snapshot(
             &mut out,
             &example_header(),
             &[3],
@@ -925,7 +923,7 @@ mod tests {
         assert_eq!(out, EXAMPLE_FRAME);
         let mut view = Vec::new();
         assert_eq!(
-            apply_frame(&EXAMPLE_FRAME, &base, &mut view),
+            apply_snapshot(&EXAMPLE_FRAME, &base, &mut view),
             Ok(example_header())
         );
         assert_eq!(view, [new7, base[2], new12]);
@@ -933,14 +931,14 @@ mod tests {
 
     #[test]
     fn empty_full_snapshot_is_one_byte_of_stream() {
-        let header = FrameHeader {
+        let header = SnapshotHeader {
             tick: 5,
             baseline_tick: None,
             avatar_id: 1,
             score: 0,
         };
         let mut out = Vec::new();
-        encode_frame(&mut out, &header, &[], &[]);
+        encode_snapshot(&mut out, &header, &[], &[]);
         let expected = [
             1, 5, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 1, 0, 0, 0, 0, 0, 0, 0, 0x11,
         ];
@@ -948,7 +946,7 @@ mod tests {
         let mut view = vec![entry(1, 0, 0, 0, 0, 0)];
         // A full snapshot ignores whatever baseline it is handed.
         assert_eq!(
-            apply_frame(&out, &[entry(4, 0, 0, 0, 0, 0)], &mut view),
+            apply_snapshot(&out, &[entry(4, 0, 0, 0, 0, 0)], &mut view),
             Ok(header)
         );
         assert!(view.is_empty());
@@ -956,23 +954,23 @@ mod tests {
 
     #[test]
     fn gap_coding_example_from_spec() {
-        let header = FrameHeader {
+        let header = SnapshotHeader {
             tick: 2,
             baseline_tick: Some(1),
             avatar_id: 0,
             score: 0,
         };
         let mut out = Vec::new();
-        encode_frame(&mut out, &header, &[3, 4, 10], &[]);
+        encode_snapshot(&mut out, &header, &[3, 4, 10], &[]);
         // removed_count 3, gaps 3, 0, 5, update_count 0, then 1 padding bit.
         assert_eq!(stream_bits(&out), "101110011100001010110000");
     }
 
     /// The stream bits of a frame (after the header) as '0'/'1' in stream order.
     fn stream_bits(frame: &[u8]) -> String {
-        (0..(frame.len() - FRAME_HEADER_BYTES) * 8)
+        (0..(frame.len() - SNAPSHOT_HEADER_BYTES) * 8)
             .map(|i| {
-                if (frame[FRAME_HEADER_BYTES + i / 8] >> (i % 8)) & 1 == 1 {
+                if (frame[SNAPSHOT_HEADER_BYTES + i / 8] >> (i % 8)) & 1 == 1 {
                     '1'
                 } else {
                     '0'
@@ -997,14 +995,14 @@ mod tests {
         // Coded against the baseline position instead, dx = 3 would take se(1) of 3, 6 bits.
         assert_eq!(se_bits(3, POS_DELTA_K), 6);
 
-        let header = FrameHeader {
+        let header = SnapshotHeader {
             tick: 106,
             baseline_tick: Some(100),
             avatar_id: 0,
             score: 0,
         };
         let mut frame = Vec::new();
-        encode_frame(&mut frame, &header, &[], &[(Some(base), new)]);
+        encode_snapshot(&mut frame, &header, &[], &[(Some(base), new)]);
         // removed_count 0, update_count 1, gap 0, is_new 0, "10" "10" "1" "1": 20 bits, then
         // 4 padding bits.
         assert_eq!(
@@ -1012,7 +1010,7 @@ mod tests {
             "1000_1001_10000_0_10_10_1_1_0000".replace('_', "")
         );
         let mut view = Vec::new();
-        assert_eq!(apply_frame(&frame, &[base], &mut view), Ok(header));
+        assert_eq!(apply_snapshot(&frame, &[base], &mut view), Ok(header));
         assert_eq!(view, [new]);
     }
 
@@ -1054,7 +1052,7 @@ mod tests {
         }
 
         // The baseline tick is after the frame's, so dt wraps to 2^32 - 5: clamped to 1024.
-        let header = FrameHeader {
+        let header = SnapshotHeader {
             tick: 5,
             baseline_tick: Some(10),
             avatar_id: 0,
@@ -1063,16 +1061,16 @@ mod tests {
         let dt = header.tick.wrapping_sub(10);
         let new = entry(5, 0, 0, 65535, -128, 127);
         let mut frame = Vec::new();
-        encode_frame(&mut frame, &header, &[], &[(Some(base), new)]);
+        encode_snapshot(&mut frame, &header, &[], &[(Some(base), new)]);
         // Residuals +4096 and -4064 against the clamped prediction.
         let expected = se_bits(4096, POS_DELTA_K) + se_bits(-4064, POS_DELTA_K) + 2;
         assert_eq!(payload_bits(Some(&base), &new, dt), expected);
         let exact = ue_bits(0, COUNT_K) + ue_bits(1, COUNT_K) + update_bits_max(5, Some(&base), &new, dt)
             - ue_bits(5, ID_GAP_K)
             + ue_bits(5, ID_GAP_K);
-        assert_eq!(frame.len(), FRAME_HEADER_BYTES + exact.div_ceil(8) as usize);
+        assert_eq!(frame.len(), SNAPSHOT_HEADER_BYTES + exact.div_ceil(8) as usize);
         let mut view = Vec::new();
-        assert_eq!(apply_frame(&frame, &[base], &mut view), Ok(header));
+        assert_eq!(apply_snapshot(&frame, &[base], &mut view), Ok(header));
         assert_eq!(view, [new]);
     }
 
@@ -1084,7 +1082,7 @@ mod tests {
         for (rx, ry, field) in [(i32::MAX, 0, "qx"), (-65535 - 4064, i32::MIN, "qy")] {
             let mut frame = encode_delta(&[], &[]);
             frame[1..5].copy_from_slice(&2000u32.to_le_bytes());
-            frame.truncate(FRAME_HEADER_BYTES);
+            frame.truncate(SNAPSHOT_HEADER_BYTES);
             let mut w = BitWriter::new(&mut frame);
             w.write_ue(0, COUNT_K);
             w.write_ue(1, COUNT_K);
@@ -1096,7 +1094,7 @@ mod tests {
             w.write_se(0, VEL_DELTA_K);
             w.finish();
             assert_eq!(
-                apply_frame(&frame, &base, &mut Vec::new()),
+                apply_snapshot(&frame, &base, &mut Vec::new()),
                 Err(DecodeError::FieldOutOfRange { id: 0, field })
             );
         }
@@ -1104,14 +1102,14 @@ mod tests {
 
     /// Encodes a delta frame against a baseline tick of 1.
     fn encode_delta(removed: &[u32], updates: &[(Option<ViewEntry>, ViewEntry)]) -> Vec<u8> {
-        let header = FrameHeader {
+        let header = SnapshotHeader {
             tick: 2,
             baseline_tick: Some(1),
             avatar_id: 0,
             score: 0,
         };
         let mut out = Vec::new();
-        encode_frame(&mut out, &header, removed, updates);
+        encode_snapshot(&mut out, &header, removed, updates);
         out
     }
 
@@ -1119,7 +1117,7 @@ mod tests {
     fn semantic_errors() {
         let base = example_baseline();
         let mut view = Vec::new();
-        let mut apply = |frame: &[u8]| apply_frame(frame, &base, &mut view).map(|_| ());
+        let mut apply = |frame: &[u8]| apply_snapshot(frame, &base, &mut view).map(|_| ());
         // Encoded by hand-built lists that break the apply rules; the encoder's debug
         // checks only guard ordering and kinds, so these go through.
         assert_eq!(
@@ -1157,7 +1155,7 @@ mod tests {
         let unsorted = [base[1], base[0]];
         let ok = encode_delta(&[], &[]);
         assert_eq!(
-            apply_frame(&ok, &unsorted, &mut Vec::new()),
+            apply_snapshot(&ok, &unsorted, &mut Vec::new()),
             Err(DecodeError::NotAscending { index: 1 })
         );
     }
@@ -1167,7 +1165,7 @@ mod tests {
         // The encoder refuses this list in debug builds, so the frame is written by hand:
         // removed [7], update id 7 as a zero delta.
         let mut frame = encode_delta(&[], &[]);
-        frame.truncate(FRAME_HEADER_BYTES);
+        frame.truncate(SNAPSHOT_HEADER_BYTES);
         let mut w = BitWriter::new(&mut frame);
         w.write_ue(1, 3);
         w.write_ue(7, 4);
@@ -1180,7 +1178,7 @@ mod tests {
         w.finish();
         let base = example_baseline();
         assert_eq!(
-            apply_frame(&frame, &base, &mut Vec::new()),
+            apply_snapshot(&frame, &base, &mut Vec::new()),
             Err(DecodeError::DeltaRemoved { id: 7 })
         );
     }
@@ -1190,51 +1188,51 @@ mod tests {
         let mut view = Vec::new();
         let base = example_baseline();
         assert_eq!(
-            apply_frame(&[], &base, &mut view),
+            apply_snapshot(&[], &base, &mut view),
             Err(DecodeError::Truncated { bit_offset: 0 })
         );
         assert_eq!(
-            apply_frame(&[2; 30], &base, &mut view),
+            apply_snapshot(&[2; 30], &base, &mut view),
             Err(DecodeError::UnsupportedVersion { found: 2 })
         );
         assert_eq!(
-            apply_frame(&EXAMPLE_FRAME[..7], &base, &mut view),
+            apply_snapshot(&EXAMPLE_FRAME[..7], &base, &mut view),
             Err(DecodeError::Truncated { bit_offset: 40 })
         );
         let mut long = EXAMPLE_FRAME.to_vec();
         long.extend_from_slice(&[0, 0]);
         assert_eq!(
-            apply_frame(&long, &base, &mut view),
+            apply_snapshot(&long, &base, &mut view),
             Err(DecodeError::TrailingBytes { count: 2 })
         );
         // The example's stream is 87 bits, so bit 7 of the last byte is padding.
         let mut padded = EXAMPLE_FRAME;
         padded[27] |= 0x80;
         assert_eq!(
-            apply_frame(&padded, &base, &mut view),
+            apply_snapshot(&padded, &base, &mut view),
             Err(DecodeError::NonZeroPadding {
                 bit_offset: 27 * 8 + 7
             })
         );
         assert!(view.is_empty());
         // removed_count = 4097 (ue(3): w = 4105, 13 bits, so 9 zeros).
-        let mut frame = EXAMPLE_FRAME[..FRAME_HEADER_BYTES].to_vec();
+        let mut frame = EXAMPLE_FRAME[..SNAPSHOT_HEADER_BYTES].to_vec();
         let mut w = BitWriter::new(&mut frame);
         w.write_ue(4097, 3);
         w.finish();
         assert_eq!(
-            apply_frame(&frame, &base, &mut view),
+            apply_snapshot(&frame, &base, &mut view),
             Err(DecodeError::CountTooLarge { count: 4097 })
         );
         // Two removals: id u32::MAX, then any gap overflows.
-        let mut frame = EXAMPLE_FRAME[..FRAME_HEADER_BYTES].to_vec();
+        let mut frame = EXAMPLE_FRAME[..SNAPSHOT_HEADER_BYTES].to_vec();
         let mut w = BitWriter::new(&mut frame);
         w.write_ue(2, 3);
         w.write_ue(u32::MAX, 4);
         w.write_ue(0, 4);
         w.finish();
         assert_eq!(
-            apply_frame(&frame, &base, &mut view),
+            apply_snapshot(&frame, &base, &mut view),
             Err(DecodeError::IdOverflow {
                 prev: u32::MAX,
                 gap: 0
@@ -1330,9 +1328,9 @@ mod tests {
 
     /// A delta header `dt` ticks after its baseline; the baseline tick is near the top
     /// of the u32 range, so the frame's tick wraps for dt above 8.
-    fn delta_header(dt: u32) -> FrameHeader {
+    fn delta_header(dt: u32) -> SnapshotHeader {
         let baseline_tick = u32::MAX - 9;
-        FrameHeader {
+        SnapshotHeader {
             tick: baseline_tick.wrapping_add(dt),
             baseline_tick: Some(baseline_tick),
             avatar_id: 42,
@@ -1346,16 +1344,16 @@ mod tests {
             let (removed, updates) = diff(&base, &new, send_unchanged);
             let header = delta_header(dt);
             let mut frame = Vec::new();
-            encode_frame(&mut frame, &header, &removed, &updates);
+            encode_snapshot(&mut frame, &header, &removed, &updates);
             let mut view = vec![entry(1, 0, 0, 0, 0, 0)];
-            prop_assert_eq!(apply_frame(&frame, &base, &mut view), Ok(header));
+            prop_assert_eq!(apply_snapshot(&frame, &base, &mut view), Ok(header));
             prop_assert_eq!(&view, &new);
 
             // The same view as a full snapshot.
-            let full = FrameHeader { baseline_tick: None, ..header };
+            let full = SnapshotHeader { baseline_tick: None, ..header };
             let inserts: Vec<_> = new.iter().map(|e| (None, *e)).collect();
-            encode_frame(&mut frame, &full, &[], &inserts);
-            prop_assert_eq!(apply_frame(&frame, &base, &mut view), Ok(full));
+            encode_snapshot(&mut frame, &full, &[], &inserts);
+            prop_assert_eq!(apply_snapshot(&frame, &base, &mut view), Ok(full));
             prop_assert_eq!(&view, &new);
         }
 
@@ -1378,18 +1376,18 @@ mod tests {
                 prev = Some(n.id);
             }
             let mut frame = Vec::new();
-            encode_frame(&mut frame, &delta_header(dt), &removed, &updates);
+            encode_snapshot(&mut frame, &delta_header(dt), &removed, &updates);
             let (rc, uc) = (removed.len() as u32, updates.len() as u32);
-            prop_assert!(frame.len() <= frame_bytes_max(rc, uc, payload_max));
+            prop_assert!(frame.len() <= snapshot_bytes_max(rc, uc, payload_max));
             // With the true gaps the cost functions give the exact length.
-            prop_assert_eq!(frame.len(), frame_bytes_max(rc, uc, exact));
+            prop_assert_eq!(frame.len(), snapshot_bytes_max(rc, uc, exact));
         }
 
         #[test]
         fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
             let mut view = Vec::new();
-            let _ = apply_frame(&bytes, &example_baseline(), &mut view);
-            let _ = decode_header(&bytes);
+            let _ = apply_snapshot(&bytes, &example_baseline(), &mut view);
+            let _ = decode_snapshot_header(&bytes);
         }
 
         #[test]
@@ -1397,11 +1395,11 @@ mod tests {
             tail in prop::collection::vec(any::<u8>(), 0..256),
             base in view_map(),
         ) {
-            let mut frame = EXAMPLE_FRAME[..FRAME_HEADER_BYTES].to_vec();
+            let mut frame = EXAMPLE_FRAME[..SNAPSHOT_HEADER_BYTES].to_vec();
             frame.extend_from_slice(&tail);
             let base = to_view(&base);
             let mut view = Vec::new();
-            if apply_frame(&frame, &base, &mut view).is_ok() {
+            if apply_snapshot(&frame, &base, &mut view).is_ok() {
                 prop_assert!(view.windows(2).all(|w| w[0].id < w[1].id));
             } else {
                 prop_assert!(view.is_empty());
@@ -1412,14 +1410,14 @@ mod tests {
         fn truncated_and_extended_frames_fail((dt, base, new) in view_pair(), extra in 1usize..4) {
             let (removed, updates) = diff(&base, &new, false);
             let mut frame = Vec::new();
-            encode_frame(&mut frame, &delta_header(dt), &removed, &updates);
+            encode_snapshot(&mut frame, &delta_header(dt), &removed, &updates);
             let mut view = Vec::new();
             for len in 0..frame.len() {
-                let result = apply_frame(&frame[..len], &base, &mut view);
+                let result = apply_snapshot(&frame[..len], &base, &mut view);
                 prop_assert!(matches!(result, Err(DecodeError::Truncated { .. })), "len {}: {:?}", len, result);
             }
             frame.extend(std::iter::repeat_n(0, extra));
-            prop_assert_eq!(apply_frame(&frame, &base, &mut view), Err(DecodeError::TrailingBytes { count: extra }));
+            prop_assert_eq!(apply_snapshot(&frame, &base, &mut view), Err(DecodeError::TrailingBytes { count: extra }));
         }
     }
 }

@@ -5,7 +5,7 @@
 //! behind the frames in flight, so the baseline is usually a few ticks old rather than
 //! the latest view. Keeping a ring of the last views covers that lag.
 
-use crate::snapshot::codec::{apply_frame, decode_header, DecodeError, FrameHeader};
+use crate::snapshot::codec::{apply_snapshot, decode_snapshot_header, DecodeError, SnapshotHeader};
 use crate::snapshot::ViewEntry;
 
 /// How many decoded views a [`ClientDecoder`] keeps.
@@ -43,8 +43,8 @@ impl ClientDecoder {
     /// and returns it. A view already stored under that tick is replaced; otherwise,
     /// when the ring is full, the view with the lowest tick is evicted. On error nothing
     /// changes.
-    pub fn decode(&mut self, frame: &[u8]) -> Result<(FrameHeader, &[ViewEntry]), DecodeError> {
-        let header = decode_header(frame)?;
+    pub fn decode(&mut self, frame: &[u8]) -> Result<(SnapshotHeader, &[ViewEntry]), DecodeError> {
+        let header = decode_snapshot_header(frame)?;
         let baseline: &[ViewEntry] = match header.baseline_tick {
             None => &[],
             Some(baseline_tick) => self
@@ -54,7 +54,7 @@ impl ClientDecoder {
                 .map(|(_, view)| view.as_slice())
                 .ok_or(DecodeError::BaselineMissing { baseline_tick })?,
         };
-        apply_frame(frame, baseline, &mut self.scratch)?;
+        apply_snapshot(frame, baseline, &mut self.scratch)?;
 
         let index = match self.slots.iter().position(|(tick, _)| *tick == header.tick) {
             Some(index) => index,
@@ -94,7 +94,7 @@ impl ClientDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::codec::encode_frame;
+    use crate::snapshot::codec::encode_snapshot;
 
     fn entry(id: u32, qx: u16) -> ViewEntry {
         ViewEntry {
@@ -114,14 +114,14 @@ mod tests {
         removed: &[u32],
         updates: &[(Option<ViewEntry>, ViewEntry)],
     ) -> Vec<u8> {
-        let header = FrameHeader {
+        let header = SnapshotHeader {
             tick,
             baseline_tick,
             avatar_id: 1,
             score: tick,
         };
         let mut out = Vec::new();
-        encode_frame(&mut out, &header, removed, updates);
+        encode_snapshot(&mut out, &header, removed, updates);
         out
     }
 

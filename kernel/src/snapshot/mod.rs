@@ -3,12 +3,12 @@
 //!
 //! The wire format is specified in `kernel/SNAPSHOT_FORMAT.md`.
 
-pub mod codec;
-pub mod decoder;
+pub(crate) mod codec;
+mod decoder;
 pub(crate) mod stream;
-pub mod view;
+mod view;
 
-pub use codec::{DecodeError, FrameHeader};
+pub use codec::{decode_snapshot_header, DecodeError, SnapshotHeader};
 pub use decoder::ClientDecoder;
 pub use stream::{BASELINE_RING_LEN, VIEW_ENTITIES_MAX};
 pub use view::ViewEntry;

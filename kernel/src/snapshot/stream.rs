@@ -1,7 +1,7 @@
 //! One client's snapshot stream: its baseline ring, token bucket and priorities, and the
 //! per-snapshot build that turns the world into that client's next frame.
 
-use super::codec::{self, FrameHeader, FRAME_HEADER_BYTES};
+use super::codec::{self, SnapshotHeader, SNAPSHOT_HEADER_BYTES};
 use super::view::{ViewEntry, KIND_AVATAR, KIND_BOID};
 use crate::boids::{Avatar, Boid};
 use crate::grid::UniformGrid;
@@ -313,7 +313,7 @@ impl ClientStream {
         let budget_bytes = self.tokens_bytes as u64;
         let fixed_bits = codec::ue_bits(VIEW_ENTITIES_MAX as u32, 3) as u64 * 2;
         let avail_bits =
-            (budget_bytes.saturating_sub(FRAME_HEADER_BYTES as u64) * 8).saturating_sub(fixed_bits);
+            (budget_bytes.saturating_sub(SNAPSHOT_HEADER_BYTES as u64) * 8).saturating_sub(fixed_bits);
         let mut used_bits = 0u64;
         sc.removed.clear();
         for &id in &sc.removals {
@@ -349,13 +349,13 @@ impl ClientStream {
                 }
             }
         }
-        let header = FrameHeader {
+        let header = SnapshotHeader {
             tick: ctx.tick,
             baseline_tick: baseline_slot.map(|_| acked_tick),
             avatar_id: own_id,
             score,
         };
-        codec::encode_frame(&mut self.frame, &header, &sc.removed, &sc.updates);
+        codec::encode_snapshot(&mut self.frame, &header, &sc.removed, &sc.updates);
         assert!(
             self.frame.len() as u64 <= budget_bytes,
             "snapshot of {} bytes over its budget of {budget_bytes}",

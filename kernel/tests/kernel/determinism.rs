@@ -1,9 +1,9 @@
 //! Property tests: shard counts, checkpoints and hash coverage.
 
 use super::{assert_same_run, run, small_config};
-use migratory_kernel::checkpoint;
-use migratory_kernel::scripted::{Script, ScriptConfig};
-use migratory_kernel::{Input, TickInputs, World};
+use migratory_kernel::{
+    restore_checkpoint, save_checkpoint, CheckpointError, Input, Script, ScriptConfig, TickInputs, World,
+};
 use proptest::prelude::*;
 
 /// Arbitrary inputs, valid and not: few client ids so that they collide, ticks that
@@ -78,8 +78,8 @@ proptest! {
         let expected = run(&mut world, &stream);
         let mut first = World::new(small_config(seed), 1).unwrap();
         run(&mut first, &stream[..at]);
-        let bytes = checkpoint::save(&first);
-        let mut restored = checkpoint::restore(&bytes, shards).unwrap();
+        let bytes = save_checkpoint(&first);
+        let mut restored = restore_checkpoint(&bytes, shards).unwrap();
         prop_assert_eq!(restored.tick() as usize, at);
         prop_assert_eq!(restored.state_root(), expected[at - 1].0, "restored root differs at tick {}", at);
         let rest = run(&mut restored, &stream[at..]);
@@ -153,47 +153,41 @@ fn delivery_order_does_not_matter() {
 fn bad_checkpoints_are_clear_errors() {
     let mut world = World::new(small_config(3), 1).unwrap();
     run(&mut world, &scripted_stream(3, 30, 3));
-    let bytes = checkpoint::save(&world);
-    let err = |b: &[u8]| checkpoint::restore(b, 1).map(|_| ()).unwrap_err();
+    let bytes = save_checkpoint(&world);
+    let err = |b: &[u8]| restore_checkpoint(b, 1).map(|_| ()).unwrap_err();
     assert!(matches!(
         err(b"nope, not a checkpoint at all.........................................."),
-        checkpoint::CheckpointError::BadMagic { .. }
+        CheckpointError::BadMagic { .. }
     ));
-    assert!(matches!(
-        err(&bytes[..40]),
-        checkpoint::CheckpointError::Corrupted { .. }
-    ));
+    assert!(matches!(err(&bytes[..40]), CheckpointError::Corrupted { .. }));
     let mut old = bytes.clone();
     old[4] = 0;
     assert!(matches!(
         err(&old),
-        checkpoint::CheckpointError::UpgradeRequired { found: 0, .. }
+        CheckpointError::UpgradeRequired { found: 0, .. }
     ));
     let mut other_rules = bytes.clone();
     other_rules[8] ^= 0x7f;
-    assert!(matches!(
-        err(&other_rules),
-        checkpoint::CheckpointError::RulesMismatch { .. }
-    ));
+    assert!(matches!(err(&other_rules), CheckpointError::RulesMismatch { .. }));
     let mut new = bytes.clone();
     new[4] = 9;
     assert!(matches!(
         err(&new),
-        checkpoint::CheckpointError::UnsupportedVersion { found: 9, .. }
+        CheckpointError::UnsupportedVersion { found: 9, .. }
     ));
     for at in [60, bytes.len() / 2, bytes.len() - 1] {
         let mut flipped = bytes.clone();
         flipped[at] ^= 0x40;
         assert!(
-            matches!(err(&flipped), checkpoint::CheckpointError::Corrupted { .. }),
+            matches!(err(&flipped), CheckpointError::Corrupted { .. }),
             "flip at {at}"
         );
     }
     assert!(matches!(
         err(&bytes[..bytes.len() - 1]),
-        checkpoint::CheckpointError::Corrupted { .. }
+        CheckpointError::Corrupted { .. }
     ));
-    checkpoint::restore(&bytes, 3).unwrap();
+    restore_checkpoint(&bytes, 3).unwrap();
 }
 
 #[test]

@@ -1,9 +1,8 @@
 //! Golden roots: a fixed scenario's state roots, so any behaviour change shows in review.
 //! Set `MIGRATORY_BLESS=1` to rewrite the file after an intended change.
 
-use migratory_kernel::hash::hex;
-use migratory_kernel::scripted::{Script, ScriptConfig};
-use migratory_kernel::{TickInputs, World, WorldConfig};
+use migratory_kernel::hex;
+use migratory_kernel::{Script, ScriptConfig, TickInputs, World, WorldConfig};
 
 /// Compares `actual` with the golden file `name`, or rewrites it under `MIGRATORY_BLESS=1`.
 pub fn check(name: &str, actual: &str) {
@@ -51,7 +50,7 @@ fn golden_roots_of_the_default_world_with_scripted_players() {
                 "tick {} state {} frames {}\n",
                 last.tick,
                 hex(&last.state_root),
-                hex(&last.frames_root)
+                hex(&last.snapshots_root)
             );
         }
     }

@@ -40,8 +40,8 @@ pub fn run(world: &mut World, stream: &[Vec<Input>]) -> Vec<TickRecord> {
         });
         records.push((
             out.state_root,
-            out.frames_root,
-            out.frames().map(|f| (f.client, f.bytes.to_vec())).collect(),
+            out.snapshots_root,
+            out.snapshots().map(|f| (f.client, f.bytes.to_vec())).collect(),
         ));
     }
     records
@@ -62,8 +62,8 @@ pub fn assert_same_run(seed: u64, label: &str, expected: &[TickRecord], actual: 
             panic!(
                 "seed {seed}: {label} diverged at tick {} ({what}): expected {}, actual {}",
                 i + 1,
-                migratory_kernel::hash::hex(&e.0),
-                migratory_kernel::hash::hex(&a.0)
+                migratory_kernel::hex(&e.0),
+                migratory_kernel::hex(&a.0)
             );
         }
     }

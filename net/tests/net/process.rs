@@ -274,7 +274,7 @@ fn sigkill_loses_at_most_the_last_block_and_the_rest_replays() {
         let t = t.expect("recovered ticks read");
         let out = world.step(&t.inputs);
         assert_eq!(out.state_root, t.state_root, "tick {}", t.tick);
-        assert_eq!(out.frames_root, t.frames_root, "tick {}", t.tick);
+        assert_eq!(out.snapshots_root, t.snapshots_root, "tick {}", t.tick);
         joins += out.joined.len();
         replayed += 1;
     }

@@ -105,11 +105,11 @@ fn replay_frames(path: &Path, shards: usize) -> BTreeMap<(u32, u32), Vec<u8>> {
             t.tick
         );
         assert_eq!(
-            out.frames_root, t.frames_root,
+            out.snapshots_root, t.snapshots_root,
             "frames root of tick {} at {shards} shards",
             t.tick
         );
-        for f in out.frames() {
+        for f in out.snapshots() {
             frames.insert((f.client, out.tick), f.bytes.to_vec());
         }
         ticks += 1;

@@ -71,7 +71,7 @@ fn synth_then_verify_succeeds_with_a_json_report() {
     let rec = Recording::open(&s).unwrap();
     assert_eq!(rec.ticks_recovered(), 45);
     assert_eq!(rec.meta.config.boid_count, 200);
-    let final_root = migratory_kernel::hash::hex(&rec.end.unwrap().final_root);
+    let final_root = migratory_kernel::hex(&rec.end.unwrap().final_root);
     assert_eq!(synth["final_root"], final_root.as_str());
 
     let out = cli(&["--json", "verify", path(&s), "--shards", "1,2"]);
@@ -111,7 +111,7 @@ fn exit_codes_tell_divergences_from_errors() {
     let world = World::new(opts.config.clone(), 1).unwrap();
     let (doctored, _) = record_with(world, &inputs, writer_options(20, 30), |out| {
         if out.tick >= 25 {
-            out.frames_root[31] ^= 1;
+            out.snapshots_root[31] ^= 1;
         }
     });
     let bad = dir.write("bad.mrec", &doctored);

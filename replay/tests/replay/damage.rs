@@ -491,12 +491,12 @@ fn tools_replay_the_readable_part_of_a_torn_recording() {
     let r = tools::run(&path, 1, None, &mut crate::no_progress()).unwrap();
     assert_eq!((r.first_tick, r.final_tick, r.ticks), (1, 60, 60));
     assert!(r.roots_match);
-    assert_eq!(r.final_root, migratory_kernel::hash::hex(&all[59].state_root));
+    assert_eq!(r.final_root, migratory_kernel::hex(&all[59].state_root));
     let torn = r.torn_tail.unwrap();
     assert_eq!((torn.offset, torn.bytes_lost), (torn_block.offset as u64, 40));
     let r = tools::run(&path, 2, Some(33), &mut crate::no_progress()).unwrap();
     assert_eq!(r.final_tick, 33);
-    assert_eq!(r.final_root, migratory_kernel::hash::hex(&all[32].state_root));
+    assert_eq!(r.final_root, migratory_kernel::hex(&all[32].state_root));
 
     let v = tools::verify(&path, &[1, 2], None, &mut crate::no_progress()).unwrap();
     assert!(v.ok(), "{v:?}");

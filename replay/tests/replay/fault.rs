@@ -8,8 +8,8 @@ use crate::{no_progress, synth_bytes, synth_options, TempDir};
 #[cfg(feature = "fault-injection")]
 #[test]
 fn an_injected_fault_is_located_to_its_tick_chunk_entity_and_field() {
-    use migratory_kernel::hash::{TreeLayout, BOIDS_PER_CHUNK};
     use migratory_kernel::WorldConfig;
+    use migratory_kernel::{TreeLayout, BOIDS_PER_CHUNK};
 
     // More than one boid leaf per think group, so the chunk index is not trivially that
     // of the group.

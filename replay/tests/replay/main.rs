@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
-use migratory_kernel::scripted::ScriptConfig;
+use migratory_kernel::ScriptConfig;
 use migratory_kernel::{Input, TickInputs, TickOutput, World, WorldConfig};
 use migratory_replay::format::{RecordedTick, Recording, RecordingWriter, WriterOptions};
 use migratory_replay::tools::SynthOptions;
@@ -142,7 +142,11 @@ pub fn assert_replays(rec: &Recording, ticks: &[RecordedTick], shards: usize) {
         let out = world.step(&t.inputs);
         assert_eq!(out.tick, t.tick);
         assert_eq!(out.state_root, t.state_root, "state root of tick {}", t.tick);
-        assert_eq!(out.frames_root, t.frames_root, "frames root of tick {}", t.tick);
+        assert_eq!(
+            out.snapshots_root, t.snapshots_root,
+            "frames root of tick {}",
+            t.tick
+        );
     }
 }
 

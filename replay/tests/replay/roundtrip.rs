@@ -64,8 +64,8 @@ proptest! {
         for inputs in &session {
             let out = world.step(inputs).clone();
             writer.record(inputs, &out, &world).unwrap();
-            chain.push(out.tick, &out.state_root, &out.frames_root);
-            expected.push((out.tick, inputs.clone(), out.state_root, out.frames_root));
+            chain.push(out.tick, &out.state_root, &out.snapshots_root);
+            expected.push((out.tick, inputs.clone(), out.state_root, out.snapshots_root));
         }
         let bytes = writer.finish().unwrap();
         let n = session.len() as u32;
@@ -78,7 +78,7 @@ proptest! {
         prop_assert_eq!(rec.ticks_recovered(), n);
         let got: Vec<_> = recorded_ticks(&rec)
             .into_iter()
-            .map(|t| (t.tick, t.inputs, t.state_root, t.frames_root))
+            .map(|t| (t.tick, t.inputs, t.state_root, t.snapshots_root))
             .collect();
         prop_assert_eq!(&got, &expected);
         let end = rec.end.unwrap();
@@ -115,7 +115,7 @@ proptest! {
             if t < n {
                 let next = &expected[t as usize];
                 let out = restored.step(&next.1);
-                prop_assert_eq!((out.state_root, out.frames_root), (next.2, next.3), "tick {} after the checkpoint", t + 1);
+                prop_assert_eq!((out.state_root, out.snapshots_root), (next.2, next.3), "tick {} after the checkpoint", t + 1);
             }
         }
         let start = rec.start_world(1).unwrap();

@@ -1,6 +1,6 @@
 //! The tools as library calls: extract, check and bless, diff, inspect.
 
-use migratory_kernel::hash::hex;
+use migratory_kernel::hex;
 use migratory_kernel::{Input, TickInputs, World};
 use migratory_replay::format::FrameKind;
 use migratory_replay::tools::{self, EntityReport, ToolError};
@@ -222,7 +222,7 @@ fn diff_finds_the_first_tick_changed_inputs_affect() {
     let first = ta
         .iter()
         .zip(&tb)
-        .find(|(p, q)| (p.state_root, p.frames_root) != (q.state_root, q.frames_root))
+        .find(|(p, q)| (p.state_root, p.snapshots_root) != (q.state_root, q.snapshots_root))
         .map(|(p, _)| p.tick);
     assert_eq!(first, Some(x), "dropping a steer changes that tick's state");
 

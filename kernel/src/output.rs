@@ -1,0 +1,134 @@
+//! What a step produces: the roots, the per-client snapshot frames, and counts of what
+//! the inputs came to. Read by the net layer, the recorder and the tools; the world
+//! reuses one `TickOutput` from tick to tick so a warm step allocates nothing.
+
+use crate::input::Rejections;
+
+/// What a cast input came to this tick.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CastStats {
+    /// Casts made inside a hunting field and off cooldown.
+    pub made: u32,
+    /// Boids caught by them (each respawns elsewhere).
+    pub caught: u32,
+    /// Casts outside every hunting field (nothing happens).
+    pub outside_field: u32,
+    /// Casts before the cooldown ran out (nothing happens).
+    pub cooling: u32,
+}
+
+/// A join that took effect: the client's slot and avatar entity id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Joined {
+    pub client: u32,
+    pub slot: u32,
+    pub avatar_id: u32,
+}
+
+/// Where one client's snapshot frame sits in `TickOutput::frame_bytes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SnapshotRef {
+    client: u32,
+    slot: u32,
+    start: u32,
+    len: u32,
+}
+
+/// One client's encoded snapshot frame for this tick (`kernel/SNAPSHOT_FORMAT.md`).
+#[derive(Clone, Copy, Debug)]
+pub struct ClientSnapshot<'a> {
+    pub client: u32,
+    pub slot: u32,
+    pub bytes: &'a [u8],
+}
+
+/// Everything one step produces. Reused by the world from tick to tick.
+#[derive(Clone, Debug, Default)]
+pub struct TickOutput {
+    pub tick: u32,
+    /// Root over the whole state after this tick.
+    pub state_root: [u8; 32],
+    /// blake3 over this tick's snapshot frames: "MGFR", the tick, then per frame (in slot
+    /// order) the client id, the length and the blake3 of the bytes. Ticks without frames
+    /// hash just the prefix.
+    pub snapshots_root: [u8; 32],
+    pub rejected: Rejections,
+    pub casts: CastStats,
+    pub joined: Vec<Joined>,
+    pub left: Vec<u32>,
+    frames: Vec<SnapshotRef>,
+    frame_bytes: Vec<u8>,
+}
+
+impl TickOutput {
+    /// An empty output with room for `slots` frames.
+    pub(crate) fn with_frame_capacity(slots: usize) -> TickOutput {
+        TickOutput {
+            frames: Vec::with_capacity(slots),
+            ..TickOutput::default()
+        }
+    }
+
+    /// Starts tick `tick`: everything but the capacity is cleared.
+    pub(crate) fn begin(&mut self, tick: u32) {
+        self.tick = tick;
+        self.rejected = Rejections::default();
+        self.casts = CastStats::default();
+        self.joined.clear();
+        self.left.clear();
+        self.frames.clear();
+        self.frame_bytes.clear();
+    }
+
+    /// Appends the frame of the client in `slot` (frames go in ascending slot order).
+    pub(crate) fn push_snapshot(&mut self, client: u32, slot: u32, bytes: &[u8]) {
+        debug_assert!(self.frames.last().is_none_or(|f| f.slot < slot));
+        self.frames.push(SnapshotRef {
+            client,
+            slot,
+            start: self.frame_bytes.len() as u32,
+            len: bytes.len() as u32,
+        });
+        self.frame_bytes.extend_from_slice(bytes);
+    }
+
+    fn bytes_of(&self, f: &SnapshotRef) -> &[u8] {
+        &self.frame_bytes[f.start as usize..(f.start + f.len) as usize]
+    }
+
+    /// This tick's client snapshots, by slot.
+    pub fn snapshots(&self) -> impl ExactSizeIterator<Item = ClientSnapshot<'_>> + '_ {
+        self.frames.iter().map(|f| ClientSnapshot {
+            client: f.client,
+            slot: f.slot,
+            bytes: self.bytes_of(f),
+        })
+    }
+
+    /// The frame for one client, if it got one this tick.
+    pub fn snapshot_for(&self, client: u32) -> Option<&[u8]> {
+        self.snapshots().find(|f| f.client == client).map(|f| f.bytes)
+    }
+
+    /// The frame for the client in `slot`, if it got one this tick (frames are in slot order).
+    pub fn snapshot_for_slot(&self, slot: u32) -> Option<&[u8]> {
+        let i = self.frames.binary_search_by_key(&slot, |f| f.slot).ok()?;
+        Some(self.bytes_of(&self.frames[i]))
+    }
+
+    /// Number of frames this tick.
+    pub fn snapshot_count(&self) -> usize {
+        self.frames.len()
+    }
+}
+
+/// A client stream's state in brief, for tools that explain divergences.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamSummary {
+    pub tokens_bytes: u32,
+    /// Ticks of the snapshots still remembered as possible baselines, ascending.
+    pub remembered_ticks: Vec<u32>,
+    /// (entity id, accumulated priority) of the current interest set.
+    pub interest: Vec<(u32, u32)>,
+    pub digest: [u8; 32],
+}
