@@ -15,7 +15,7 @@ use migratory_kernel::WorldConfig;
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::terrain_wire::{TerrainWireConfig, TerrainWireError};
+use crate::terrain_wire::{TerrainConfigError, TerrainWireConfig};
 
 /// The defaults, as a document: parsing it gives `ServerConfig::default()` (a test checks).
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("../config/default.toml");
@@ -346,12 +346,11 @@ impl ServerConfig {
             "server.client_backpressure.terrain_enqueue_timeout_seconds",
             b.terrain_enqueue_timeout_seconds,
         )?;
-        s.terrain_wire.validate().map_err(|e| match e {
-            TerrainWireError::Config { key, reason } => {
+        s.terrain_wire
+            .validate()
+            .map_err(|TerrainConfigError { key, reason }| {
                 invalid(&format!("server.terrain_wire.{key}"), reason)
-            }
-            other => invalid("server.terrain_wire", other.to_string()),
-        })?;
+            })?;
         validate_world(&self.world)?;
         Ok(())
     }

@@ -3,22 +3,23 @@
 //!
 //! This is the only crate with tokio. It only records and feeds inputs: everything a
 //! client is sent comes out of the kernel, and every session is recorded, so a replay of
-//! the recording reproduces every frame byte for byte.
+//! the recording reproduces every snapshot byte for byte.
 //!
 //! Entry points: [`server::start`] (used by the `migratory-server` binary and by the
-//! integration tests), [`config::ServerConfig`], and [`bots::run`] for load generation.
-//! The wire protocol is specified in `net/PROTOCOL.md`, the terrain messages in
-//! `net/TERRAIN_WIRE.md`.
+//! integration tests), [`config::ServerConfig`], and [`client::bots::run`] for load
+//! generation. The wire protocol is specified in `net/PROTOCOL.md`, the terrain messages
+//! in `net/TERRAIN_WIRE.md`.
+//!
+//! Modules, top-down (each uses only those above it): `config`, `terrain_wire`,
+//! `protocol`, then the two sides, which never use each other: `server` (HTTP and
+//! WebSocket front, `connection` tasks, the `tick` thread, `metrics`, `watchdog`) and
+//! `client` (bots, and the client-side decoding the tests share).
 
-pub mod bots;
+pub mod client;
 pub mod config;
-pub mod connection;
-pub mod metrics;
 pub mod protocol;
 pub mod server;
 pub mod terrain_wire;
-pub mod tick;
-pub mod watchdog;
 
 pub use config::ServerConfig;
 pub use server::{start, ServeOptions, ServerError, ServerHandle, ShutdownReport};

@@ -5,6 +5,79 @@ use migratory_kernel::World;
 use migratory_kernel::{hex, ChunkId, ChunkKind, TreeLayout};
 use serde::Serialize;
 
+/// One side of a comparison.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "side", rename_all = "snake_case")]
+pub enum Side {
+    /// The roots stored in the recording.
+    Recording,
+    /// One replay run on `shards` shards.
+    Run { shards: usize },
+    /// The replay runs, which agreed with each other, at these shard counts.
+    Replay { shard_counts: Vec<usize> },
+}
+
+impl std::fmt::Display for Side {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Side::Recording => write!(f, "recording"),
+            Side::Run { shards } => write!(f, "shards={shards}"),
+            Side::Replay { shard_counts } => {
+                let runs: Vec<String> = shard_counts.iter().map(|n| format!("shards={n}")).collect();
+                write!(f, "replay ({})", runs.join(", "))
+            }
+        }
+    }
+}
+
+/// Which of a tick's two roots differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RootKind {
+    /// The root over the whole state.
+    State,
+    /// The root over the tick's client snapshots.
+    Snapshots,
+}
+
+impl std::fmt::Display for RootKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RootKind::State => "state root",
+            RootKind::Snapshots => "snapshots root",
+        })
+    }
+}
+
+/// What part of the state a differing leaf covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeafKind {
+    Boids,
+    Players,
+    Streams,
+}
+
+impl std::fmt::Display for LeafKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LeafKind::Boids => "boids",
+            LeafKind::Players => "players",
+            LeafKind::Streams => "streams",
+        })
+    }
+}
+
+impl From<ChunkKind> for LeafKind {
+    fn from(k: ChunkKind) -> LeafKind {
+        match k {
+            ChunkKind::Boids => LeafKind::Boids,
+            ChunkKind::Players => LeafKind::Players,
+            ChunkKind::Streams => LeafKind::Streams,
+        }
+    }
+}
+
 /// One field that differs between two worlds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FieldDiff {
@@ -20,7 +93,7 @@ pub struct FieldDiff {
 /// A leaf whose hashes differ, and what differs inside it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ChunkDiff {
-    pub kind: String,
+    pub kind: LeafKind,
     pub index: u32,
     /// The items (boid ids or slots) the chunk covers: every `stride`-th id from the first
     /// up to the end (boid leaves hold one think group, so their stride is the think interval).
@@ -150,7 +223,7 @@ pub fn compare(a: &World, b: &World) -> Vec<ChunkDiff> {
             }
         }
         diffs.push(ChunkDiff {
-            kind: format!("{:?}", id.kind).to_lowercase(),
+            kind: id.kind.into(),
             index: id.index,
             items: (range.first, range.end),
             stride: range.stride,

@@ -120,7 +120,7 @@ struct SessionArgs {
     /// Largest ack lag, in ticks.
     #[arg(long, default_value_t = 12)]
     ack_lag: u32,
-    /// Frames lost on the way, per mille.
+    /// Snapshots lost on the way, per mille.
     #[arg(long, default_value_t = 20)]
     drop: u32,
     /// Ticks per input block.
@@ -209,7 +209,7 @@ fn print_divergence(d: &Divergence) {
     out!(
         "DIVERGED at tick {} ({}): {} {} vs {} {}",
         d.tick,
-        d.what,
+        d.root,
         d.a,
         d.a_root,
         d.b,
@@ -220,7 +220,7 @@ fn print_divergence(d: &Divergence) {
     }
     print_chunks(&d.chunks);
     if !d.clients.is_empty() {
-        out!("  frames differ for clients {:?}", d.clients);
+        out!("  snapshots differ for clients {:?}", d.clients);
     }
 }
 
@@ -309,8 +309,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 match &r.divergence {
                     Some(d) => print_divergence(d),
-                    None if r.end_frame_matches == Some(false) => {
-                        out!("MISMATCH: the end frame's final root or chain differs")
+                    None if r.end_record_matches == Some(false) => {
+                        out!("MISMATCH: the end record's final root or chain differs")
                     }
                     None => out!("OK: every tick matches the recording and across shard counts"),
                 }
@@ -318,7 +318,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ok(r.ok()))
         }
         Command::Check { dir, shards, bless } => {
-            let entries = tools::check(&dir, shards, bless)?;
+            let entries = tools::check(&dir, shards, bless, None)?;
             let all_ok = entries.iter().all(|e| e.ok);
             if json {
                 print_json(&entries);
@@ -337,7 +337,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             }
                         }
                         (None, _, _, _) if e.ok => out!("ok {} ({} ticks)", e.file, e.ticks),
-                        (None, _, _, _) => out!("FAIL {}: end frame mismatch", e.file),
+                        (None, _, _, _) => out!("FAIL {}: end record mismatch", e.file),
                     }
                 }
             }
@@ -381,7 +381,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     Some(t) => {
                         out!(
                             "first divergent tick {t} ({}){}",
-                            r.what.as_deref().unwrap_or(""),
+                            r.root.map(|r| r.to_string()).unwrap_or_default(),
                             if r.inputs_differ {
                                 "; the inputs differ there"
                             } else {

@@ -10,8 +10,8 @@ use migratory_kernel::{TickInputs, World, WorldConfig};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::divergence::{self, ChunkDiff};
-use crate::format::{Chain, FrameKind, Recording, RecordingError, RecordingWriter, TornTail, WriterOptions};
+use crate::divergence::{self, ChunkDiff, RootKind, Side};
+use crate::format::{Chain, RecordKind, Recording, RecordingError, RecordingWriter, TornTail, WriterOptions};
 
 /// Why a tool could not do its job (a divergence is a finding, not an error).
 #[derive(Debug, Error)]
@@ -117,19 +117,27 @@ pub fn run(
 #[derive(Debug, Serialize)]
 pub struct Divergence {
     pub tick: u32,
-    /// `state root` or `frames root`.
-    pub what: String,
-    /// The two sides, e.g. `recording` and `shards=2`.
-    pub a: String,
-    pub b: String,
+    pub root: RootKind,
+    /// The two sides: a run against another run, or the recording against the runs.
+    pub a: Side,
+    pub b: Side,
     pub a_root: String,
     pub b_root: String,
     /// The tick at which `chunks` compares states (the divergent tick, or for a recording
     /// the first checkpoint at or after it).
     pub explained_at_tick: Option<u32>,
     pub chunks: Vec<ChunkDiff>,
-    /// For a frames-root divergence between runs: the clients whose frames differ.
+    /// For a snapshots-root divergence between runs: the clients whose snapshots differ.
     pub clients: Vec<u32>,
+}
+
+impl Divergence {
+    /// Whether `check --bless` may take the replay's roots as the new truth: only when
+    /// every run agreed with every other and only the recording differs. A divergence
+    /// between shard counts is a determinism bug, never a behaviour change to bless.
+    pub fn blessable(&self) -> bool {
+        matches!((&self.a, &self.b), (Side::Recording, Side::Replay { .. }))
+    }
 }
 
 /// What `verify` found.
@@ -143,15 +151,15 @@ pub struct VerifyReport {
     /// The recording's kernel rules version differs from this build's.
     pub rules_version_differs: bool,
     pub divergence: Option<Divergence>,
-    /// The end frame's final root and chain agree with the replay (None: no end frame).
-    pub end_frame_matches: Option<bool>,
+    /// The end record's final root and chain agree with the replay (None: no end record).
+    pub end_record_matches: Option<bool>,
     pub ticks_per_s: f64,
 }
 
 impl VerifyReport {
     /// True when every run agreed with the recording and each other.
     pub fn ok(&self) -> bool {
-        self.divergence.is_none() && self.end_frame_matches != Some(false)
+        self.divergence.is_none() && self.end_record_matches != Some(false)
     }
 }
 
@@ -191,20 +199,22 @@ pub fn verify(
             "this build has no fault injection (feature fault-injection)".into(),
         ));
     }
-    let label = |i: usize| format!("shards={}", shard_counts[i]);
+    let run = |i: usize| Side::Run {
+        shards: shard_counts[i],
+    };
     let total = rec.ticks_recovered();
     let mut chain = Chain::start(&rec.meta.config_hash);
     let mut divergence = None;
     let started = Instant::now();
     let mut roots: Vec<([u8; 32], [u8; 32])> = vec![([0; 32], [0; 32]); worlds.len()];
-    let mut frames: Vec<Vec<(u32, Vec<u8>)>> = vec![Vec::new(); worlds.len()];
+    let mut snapshots: Vec<Vec<(u32, Vec<u8>)>> = vec![Vec::new(); worlds.len()];
     'ticks: for t in rec.ticks_from(rec.first_tick()) {
         let t = t.map_err(rec_err(path))?;
         for (i, w) in worlds.iter_mut().enumerate() {
             let out = w.step(&t.inputs);
             roots[i] = (out.state_root, out.snapshots_root);
-            frames[i].clear();
-            frames[i].extend(out.snapshots().map(|f| (f.client, f.bytes.to_vec())));
+            snapshots[i].clear();
+            snapshots[i].extend(out.snapshots().map(|f| (f.client, f.bytes.to_vec())));
         }
         chain.push(t.tick, &roots[0].0, &roots[0].1);
         progress(t.tick - rec.meta.start_tick, total);
@@ -215,23 +225,27 @@ pub fn verify(
                 let clients = if state {
                     Vec::new()
                 } else {
-                    frames[0]
+                    snapshots[0]
                         .iter()
-                        .filter(|f| !frames[i].contains(f))
+                        .filter(|f| !snapshots[i].contains(f))
                         .map(|f| f.0)
                         .chain(
-                            frames[i]
+                            snapshots[i]
                                 .iter()
-                                .filter(|f| !frames[0].iter().any(|g| g.0 == f.0))
+                                .filter(|f| !snapshots[0].iter().any(|g| g.0 == f.0))
                                 .map(|f| f.0),
                         )
                         .collect()
                 };
                 divergence = Some(Divergence {
                     tick: t.tick,
-                    what: if state { "state root" } else { "frames root" }.into(),
-                    a: label(0),
-                    b: label(i),
+                    root: if state {
+                        RootKind::State
+                    } else {
+                        RootKind::Snapshots
+                    },
+                    a: run(0),
+                    b: run(i),
                     a_root: hex(if state { &roots[0].0 } else { &roots[0].1 }),
                     b_root: hex(if state { &roots[i].0 } else { &roots[i].1 }),
                     explained_at_tick: state.then_some(t.tick),
@@ -254,16 +268,15 @@ pub fn verify(
             };
             divergence = Some(Divergence {
                 tick: t.tick,
-                what: if state { "state root" } else { "frames root" }.into(),
-                a: "recording".into(),
-                b: format!(
-                    "replay ({})",
-                    shard_counts
-                        .iter()
-                        .map(|n| format!("shards={n}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
+                root: if state {
+                    RootKind::State
+                } else {
+                    RootKind::Snapshots
+                },
+                a: Side::Recording,
+                b: Side::Replay {
+                    shard_counts: shard_counts.to_vec(),
+                },
                 a_root: hex(if state { &t.state_root } else { &t.snapshots_root }),
                 b_root: hex(if state { &roots[0].0 } else { &roots[0].1 }),
                 explained_at_tick,
@@ -275,7 +288,7 @@ pub fn verify(
     }
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     let ticks = worlds[0].tick() - rec.meta.start_tick;
-    let end_frame_matches = match (&divergence, rec.end) {
+    let end_record_matches = match (&divergence, rec.end) {
         (None, Some(end)) => Some(
             end.final_tick == worlds[0].tick()
                 && end.final_root == worlds[0].state_root()
@@ -291,7 +304,7 @@ pub fn verify(
         torn_tail: rec.torn_tail.clone(),
         rules_version_differs: rec.rules_version != migratory_kernel::KERNEL_RULES_VERSION,
         divergence,
-        end_frame_matches,
+        end_record_matches,
         ticks_per_s: ticks as f64 * shard_counts.len() as f64 / secs,
     })
 }
@@ -338,8 +351,14 @@ pub struct CheckEntry {
 }
 
 /// Verifies every `.mrec` in `dir` at 1 and `shards` shards; with `bless`, rewrites the
-/// stored roots of files that changed and says from which tick.
-pub fn check(dir: &Path, shards: usize, bless: bool) -> Result<Vec<CheckEntry>, ToolError> {
+/// stored roots of files that changed and says from which tick. `fault` is passed to every
+/// `verify` (tests of the bless rule).
+pub fn check(
+    dir: &Path,
+    shards: usize,
+    bless: bool,
+    fault: Option<Fault>,
+) -> Result<Vec<CheckEntry>, ToolError> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(io_err(format!("reading {}", dir.display())))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -353,7 +372,7 @@ pub fn check(dir: &Path, shards: usize, bless: bool) -> Result<Vec<CheckEntry>, 
     for path in files {
         let shard_counts: Vec<usize> = if shards > 1 { vec![1, shards] } else { vec![1] };
         let file = path.display().to_string();
-        let entry = match verify(&path, &shard_counts, None, &mut |_, _| {}) {
+        let entry = match verify(&path, &shard_counts, fault, &mut |_, _| {}) {
             Err(e) => CheckEntry {
                 file,
                 ok: false,
@@ -365,9 +384,9 @@ pub fn check(dir: &Path, shards: usize, bless: bool) -> Result<Vec<CheckEntry>, 
             },
             Ok(report) => {
                 // Bless only what a rules change explains: the recording disagreeing with
-                // the replay. Runs disagreeing with each other (a = `shards=1`) is
-                // nondeterminism; rewriting the roots from the 1-shard run would hide it.
-                let blessable = report.divergence.as_ref().is_none_or(|d| d.a == "recording");
+                // the replay. Runs disagreeing with each other is nondeterminism; rewriting
+                // the roots from the 1-shard run would hide it.
+                let blessable = report.divergence.as_ref().is_none_or(Divergence::blessable);
                 let (ok, blessed, error) = match bless && !report.ok() && blessable {
                     false => (report.ok(), None, None),
                     true => match rewrite_roots(&path) {
@@ -391,15 +410,15 @@ pub fn check(dir: &Path, shards: usize, bless: bool) -> Result<Vec<CheckEntry>, 
     Ok(entries)
 }
 
-/// The writer options a recording was made with, read back from its frames.
+/// The writer options a recording was made with, read back from its records.
 fn options_of(rec: &Recording) -> WriterOptions {
     // The longest block, not the first: the first is cut short when a checkpoint comes
     // before it fills (as in an extract starting between checkpoints), and rewriting with
     // its length would change the layout of every later block.
     let block_ticks = rec
-        .frames
+        .records
         .iter()
-        .filter(|f| f.kind == FrameKind::Block)
+        .filter(|f| f.kind == RecordKind::Block)
         .map(|f| f.tick_count)
         .max()
         .unwrap_or(60);
@@ -420,7 +439,7 @@ fn options_of(rec: &Recording) -> WriterOptions {
     }
 }
 
-/// Replays `path` and rewrites it with this build's roots, checkpoints and end frame (same
+/// Replays `path` and rewrites it with this build's roots, checkpoints and end record (same
 /// inputs), through a temporary file renamed into place. Returns the first changed tick.
 pub fn rewrite_roots(path: &Path) -> Result<Option<u32>, ToolError> {
     let rec = open(path)?;
@@ -446,7 +465,7 @@ pub fn rewrite_roots(path: &Path) -> Result<Option<u32>, ToolError> {
         }
         let out = out.clone();
         writer
-            .record(&t.inputs, &out, &world)
+            .record_tick(&t.inputs, &out, &world)
             .map_err(io_err(format!("writing {}", tmp.display())))?;
     }
     writer
@@ -582,7 +601,7 @@ pub struct DiffReport {
     /// Ticks both recordings cover.
     pub common_ticks: (u32, u32),
     pub first_divergent_tick: Option<u32>,
-    pub what: Option<String>,
+    pub root: Option<RootKind>,
     pub inputs_differ: bool,
     pub chunks: Vec<ChunkDiff>,
 }
@@ -599,7 +618,7 @@ pub fn diff(a: &Path, b: &Path) -> Result<DiffReport, ToolError> {
         config_differs: ra.meta.config_hash != rb.meta.config_hash,
         common_ticks: (from, to),
         first_divergent_tick: None,
-        what: None,
+        root: None,
         inputs_differ: false,
         chunks: Vec::new(),
     };
@@ -613,14 +632,11 @@ pub fn diff(a: &Path, b: &Path) -> Result<DiffReport, ToolError> {
         }
         if x.state_root != y.state_root || x.snapshots_root != y.snapshots_root {
             report.first_divergent_tick = Some(x.tick);
-            report.what = Some(
-                if x.state_root != y.state_root {
-                    "state root"
-                } else {
-                    "frames root"
-                }
-                .into(),
-            );
+            report.root = Some(if x.state_root != y.state_root {
+                RootKind::State
+            } else {
+                RootKind::Snapshots
+            });
             report.inputs_differ = x.inputs != y.inputs;
             let wa = ra.world_at(x.tick, 1).map_err(rec_err(a))?;
             let wb = rb.world_at(x.tick, 1).map_err(rec_err(b))?;
@@ -668,7 +684,7 @@ pub fn extract(path: &Path, from: u32, to: u32, out: &Path) -> Result<ExtractRep
             )));
         }
         writer
-            .record(&t.inputs, &out_tick, &world)
+            .record_tick(&t.inputs, &out_tick, &world)
             .map_err(io_err(format!("writing {}", out.display())))?;
     }
     let bytes = writer.bytes_written();
@@ -725,7 +741,9 @@ pub fn synth_into<W: crate::format::Durable>(
         step_s += t0.elapsed().as_secs_f64();
         last.clone_from(out);
         let t1 = Instant::now();
-        writer.record(&inputs, &last, &world).map_err(io_err("writing"))?;
+        writer
+            .record_tick(&inputs, &last, &world)
+            .map_err(io_err("writing"))?;
         record_s += t1.elapsed().as_secs_f64();
     }
     let t1 = Instant::now();

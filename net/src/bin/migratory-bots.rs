@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use migratory_net::bots::{self, BotOptions};
-use migratory_net::metrics::sample;
+use migratory_net::client::bots::{self, BotOptions};
+use migratory_net::server::metrics::sample;
 
 #[derive(Debug, Parser)]
 #[command(

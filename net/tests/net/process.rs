@@ -8,9 +8,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use migratory_net::bots::http_get;
-use migratory_net::metrics::sample;
+use migratory_net::client::bots::http_get;
 use migratory_net::protocol::{self, InputMsg};
+use migratory_net::server::metrics::sample;
 use migratory_replay::Recording;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -90,7 +90,7 @@ impl ServerProcess {
     }
 
     fn host(&self) -> String {
-        migratory_net::bots::host_of(&self.url)
+        migratory_net::client::bots::host_of(&self.url)
             .unwrap_or_default()
             .to_string()
     }
@@ -209,8 +209,8 @@ fn sigterm_closes_clients_with_1001_finishes_the_recording_and_exits_0() {
     assert!(status.success(), "exit status {status:?}");
     let path = server.recording.clone().expect("recording path");
     let rec = Recording::open(&path).expect("recording opens");
-    assert!(rec.torn_tail.is_none(), "SIGTERM writes the end frame");
-    let end = rec.end.expect("end frame");
+    assert!(rec.torn_tail.is_none(), "SIGTERM writes the end record");
+    let end = rec.end.expect("end record");
     assert!(end.final_tick as f64 >= ticks, "{} < {ticks}", end.final_tick);
 }
 
@@ -257,7 +257,7 @@ fn sigkill_loses_at_most_the_last_block_and_the_rest_replays() {
     assert!(!status.success());
     let path = server.recording.clone().expect("recording path");
     let rec = Recording::open(&path).expect("a killed recording still opens");
-    assert!(rec.torn_tail.is_some(), "no end frame after SIGKILL");
+    assert!(rec.torn_tail.is_some(), "no end record after SIGKILL");
     assert!(rec.end.is_none());
     let recovered = rec.ticks_recovered() as f64;
     // Blocks are 60 ticks (one second); a few more ticks ran between the metrics read

@@ -86,7 +86,7 @@ fn synth_then_verify_succeeds_with_a_json_report() {
     assert_eq!(v["ticks_recovered"], 45);
     assert_eq!(v["shard_counts"], serde_json::json!([1, 2]));
     assert_eq!(v["divergence"], Value::Null);
-    assert_eq!(v["end_frame_matches"], true);
+    assert_eq!(v["end_record_matches"], true);
     assert_eq!(v["torn_tail"], Value::Null);
 
     let out = cli(&["run", path(&s), "--json"]);
@@ -124,8 +124,10 @@ fn exit_codes_tell_divergences_from_errors() {
     );
     let v = json(&out);
     assert_eq!(v["divergence"]["tick"], 25);
-    assert_eq!(v["divergence"]["what"], "frames root");
-    assert_eq!(v["divergence"]["a"], "recording");
+    assert_eq!(v["divergence"]["root"], "snapshots");
+    assert_eq!(v["divergence"]["a"]["side"], "recording");
+    assert_eq!(v["divergence"]["b"]["side"], "replay");
+    assert_eq!(v["divergence"]["b"]["shard_counts"], serde_json::json!([1, 2]));
     let out = cli(&["verify", path(&bad), "--shards", "1"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("DIVERGED at tick 25"));

@@ -2,7 +2,7 @@
 //! detected, at the right frame), forged frames with valid checksums (errors, never
 //! panics), and the version and magic checks.
 
-use migratory_replay::format::{FrameKind, RecordingMeta, FORMAT_VERSION, MAGIC};
+use migratory_replay::format::{RecordKind, RecordingMeta, FORMAT_VERSION, MAGIC};
 use migratory_replay::{Recording, RecordingError};
 use proptest::prelude::*;
 
@@ -30,15 +30,15 @@ fn the_small_recording_is_complete_and_has_several_blocks_and_checkpoints() {
         .collect();
     assert_eq!(blocks, 6, "120 ticks in blocks of 20");
     assert_eq!(checkpoints, vec![60, 120]);
-    assert_eq!(frames.last().unwrap().kind, 3, "the end frame is last");
+    assert_eq!(frames.last().unwrap().kind, 3, "the end record is last");
 
     let rec = Recording::from_bytes(full.to_vec()).unwrap();
     assert_eq!(rec.torn_tail, None);
-    let end = rec.end.expect("end frame");
+    let end = rec.end.expect("end record");
     assert_eq!((end.final_tick, end.ticks_recorded), (120, 120));
     assert_eq!(rec.ticks_recovered(), 120);
     assert_eq!(rec.file_bytes, full.len() as u64);
-    let offsets: Vec<u64> = rec.frames.iter().map(|f| f.offset).collect();
+    let offsets: Vec<u64> = rec.records.iter().map(|f| f.offset).collect();
     let raw_offsets: Vec<u64> = frames.iter().map(|f| f.offset as u64).collect();
     assert_eq!(offsets, raw_offsets);
     let ticks = recorded_ticks(&rec);
@@ -82,7 +82,7 @@ fn check_cut(full: &[u8], frames: &[RawFrame], cut: usize) -> Option<Recording> 
         "ticks recovered from a cut at {cut}"
     );
     assert_eq!(
-        rec.frames.len(),
+        rec.records.len(),
         complete.len(),
         "frames read from a cut at {cut}"
     );
@@ -197,7 +197,7 @@ fn assert_flip_detected(full: &[u8], frames: &[RawFrame], at: usize, bit: u8) {
             match &result {
                 Err(RecordingError::Corrupted { offset, ticks, .. }) => {
                     assert_eq!(*offset, f.offset as u64, "{ctx}: in the frame {f:?}");
-                    if f.kind == FrameKind::Block as u8 {
+                    if f.kind == RecordKind::Block as u8 {
                         let (a, _) = ticks.unwrap_or_else(|| panic!("{ctx}: no ticks named"));
                         assert_eq!(a, f.first_tick, "{ctx}: the block's first tick is named");
                     }
@@ -387,7 +387,7 @@ fn forged_frames_out_of_order_are_corrupted_at_that_frame() {
         Err(RecordingError::Corrupted { offset, .. }) if offset == at as u64
     ));
 
-    // Anything after the end frame.
+    // Anything after the end record.
     let mut b = full.to_vec();
     b.extend(frame_bytes(blocks[0]));
     assert!(matches!(
@@ -395,7 +395,7 @@ fn forged_frames_out_of_order_are_corrupted_at_that_frame() {
         Err(RecordingError::Corrupted { offset, .. }) if offset == full.len() as u64
     ));
 
-    // An end frame that claims another final tick.
+    // An end record that claims another final tick.
     let mut b = full[..end.offset].to_vec();
     let at = b.len();
     b.extend(forged_frame(3, 119, 0, &full[end.offset + 32..end.end()]));
@@ -501,7 +501,7 @@ fn tools_replay_the_readable_part_of_a_torn_recording() {
     let v = tools::verify(&path, &[1, 2], None, &mut crate::no_progress()).unwrap();
     assert!(v.ok(), "{v:?}");
     assert_eq!((v.ticks, v.ticks_recovered), (60, 60));
-    assert_eq!(v.end_frame_matches, None);
+    assert_eq!(v.end_record_matches, None);
     assert!(v.torn_tail.is_some());
     assert!(matches!(tools::rewrite_roots(&path), Err(ToolError::Invalid(_))));
     assert_eq!(std::fs::read(&path).unwrap(), full[..cut], "left as it was");

@@ -1,11 +1,13 @@
 //! Divergence localisation with the kernel's test-only fault injection: one boid nudged by
-//! a millimetre in one run must be found at its tick, chunk, entity and field.
+//! a millimetre in one run must be found at its tick, chunk, entity and field. The replay
+//! crate dev-depends on itself with `fault-injection`, so `cargo test -p migratory-replay`
+//! runs this.
 
+use migratory_replay::divergence::{LeafKind, RootKind, Side};
 use migratory_replay::tools::{self, Fault};
 
 use crate::{no_progress, synth_bytes, synth_options, TempDir};
 
-#[cfg(feature = "fault-injection")]
 #[test]
 fn an_injected_fault_is_located_to_its_tick_chunk_entity_and_field() {
     use migratory_kernel::WorldConfig;
@@ -30,14 +32,18 @@ fn an_injected_fault_is_located_to_its_tick_chunk_entity_and_field() {
         let r = tools::verify(&path, &[1, 2], Some(fault), &mut no_progress()).unwrap();
         assert!(!r.ok());
         assert_eq!(r.ticks, t, "verify stops at the divergence");
-        assert_eq!(r.end_frame_matches, None);
+        assert_eq!(r.end_record_matches, None);
         let d = r.divergence.expect("a divergence");
         assert_eq!(d.tick, t);
-        assert_eq!(d.what, "state root");
-        assert_eq!((d.a.as_str(), d.b.as_str()), ("shards=1", "shards=2"));
+        assert_eq!(d.root, RootKind::State);
+        assert_eq!((&d.a, &d.b), (&Side::Run { shards: 1 }, &Side::Run { shards: 2 }));
+        assert!(
+            !d.blessable(),
+            "a divergence between shard counts is never blessable"
+        );
         assert_ne!(d.a_root, d.b_root);
         assert_eq!(d.explained_at_tick, Some(t));
-        let boids: Vec<_> = d.chunks.iter().filter(|c| c.kind == "boids").collect();
+        let boids: Vec<_> = d.chunks.iter().filter(|c| c.kind == LeafKind::Boids).collect();
         assert_eq!(boids.len(), 1, "only the nudged boid's chunk: {:?}", d.chunks);
         let c = boids[0];
         assert_eq!(c.index, layout.boid_chunk_of(e).index);
@@ -67,9 +73,20 @@ fn an_injected_fault_is_located_to_its_tick_chunk_entity_and_field() {
     };
     let r = tools::verify(&path, &[1], Some(fault), &mut no_progress()).unwrap();
     let d = r.divergence.expect("a divergence");
-    assert_eq!((d.tick, d.a.as_str()), (t, "recording"));
+    assert_eq!((d.tick, &d.a), (t, &Side::Recording));
+    assert_eq!(
+        d.b,
+        Side::Replay {
+            shard_counts: vec![1]
+        }
+    );
+    assert!(d.blessable(), "the runs agree; only the recording differs");
     assert_eq!(d.explained_at_tick, Some(80));
-    assert!(d.chunks.iter().any(|c| c.kind == "boids"), "{:?}", d.chunks);
+    assert!(
+        d.chunks.iter().any(|c| c.kind == LeafKind::Boids),
+        "{:?}",
+        d.chunks
+    );
 
     // A fault in a run that is not made changes nothing.
     let fault = Fault {
@@ -81,17 +98,35 @@ fn an_injected_fault_is_located_to_its_tick_chunk_entity_and_field() {
     assert!(r.ok(), "{r:?}");
 }
 
-#[cfg(not(feature = "fault-injection"))]
+/// `check --bless` rewrites roots only when the runs agree and the recording differs: with
+/// one shard count's run nudged, the divergence is between runs, and the file must come
+/// out untouched however the runs are arranged.
 #[test]
-fn without_the_feature_a_fault_is_refused() {
-    let dir = TempDir::new("no-fault");
-    let path = dir.write("s.mrec", &synth_bytes(&synth_options(8, 10, 1, 100, 20, 0)));
-    let fault = Fault {
-        shards: 1,
-        tick: 5,
-        entity: 3,
-    };
-    let r = tools::verify(&path, &[1], Some(fault), &mut no_progress());
-    assert!(matches!(r, Err(tools::ToolError::Invalid(_))), "{r:?}");
-    assert!(tools::verify(&path, &[1], None, &mut no_progress()).unwrap().ok());
+fn a_divergence_between_shard_counts_is_never_blessed() {
+    let dir = TempDir::new("never-bless");
+    let original = synth_bytes(&synth_options(9, 60, 2, 300, 20, 30));
+    let path = dir.write("s.mrec", &original);
+    for faulty in [1usize, 3] {
+        let fault = Fault {
+            shards: faulty,
+            tick: 20,
+            entity: 5,
+        };
+        let entries = tools::check(dir.path(), 3, true, Some(fault)).unwrap();
+        let e = &entries[0];
+        assert!(!e.ok, "{e:?}");
+        assert_eq!(e.blessed_first_changed_tick, None, "{e:?}");
+        let d = e.divergence.as_ref().expect("a divergence");
+        assert!(
+            matches!((&d.a, &d.b), (Side::Run { .. }, Side::Run { .. })),
+            "{d:?}"
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            original,
+            "fault in the {faulty}-shard run"
+        );
+    }
+    // The same file with no fault checks clean, so the refusal above was the fault's.
+    assert!(tools::check(dir.path(), 3, true, None).unwrap()[0].ok);
 }

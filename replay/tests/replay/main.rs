@@ -162,7 +162,7 @@ pub fn record_with(
     for i in inputs {
         let mut out = world.step(i).clone();
         doctor(&mut out);
-        writer.record(i, &out, &world).expect("record");
+        writer.record_tick(i, &out, &world).expect("record");
     }
     (writer.finish().expect("finish"), world)
 }

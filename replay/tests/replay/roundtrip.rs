@@ -2,7 +2,7 @@
 //! block sizes and checkpoint intervals.
 
 use migratory_kernel::{Input, TickInputs, World};
-use migratory_replay::format::{Chain, FrameKind, WriterOptions};
+use migratory_replay::format::{Chain, RecordKind, WriterOptions};
 use migratory_replay::{tools, Recording};
 use proptest::prelude::*;
 
@@ -63,7 +63,7 @@ proptest! {
         let mut chain = Chain::start(&config.content_hash());
         for inputs in &session {
             let out = world.step(inputs).clone();
-            writer.record(inputs, &out, &world).unwrap();
+            writer.record_tick(inputs, &out, &world).unwrap();
             chain.push(out.tick, &out.state_root, &out.snapshots_root);
             expected.push((out.tick, inputs.clone(), out.state_root, out.snapshots_root));
         }
@@ -95,7 +95,7 @@ proptest! {
         // Blocks: at most block_ticks each, cut short only by a checkpoint or the end.
         let is_checkpoint_tick = |t: u32| checkpoint_interval_ticks > 0 && t % checkpoint_interval_ticks == 0;
         let mut covered = 0;
-        for f in rec.frames.iter().filter(|f| f.kind == FrameKind::Block) {
+        for f in rec.records.iter().filter(|f| f.kind == RecordKind::Block) {
             let last = f.first_tick + f.tick_count - 1;
             prop_assert!(f.tick_count <= block_ticks, "block {:?}", f);
             prop_assert!(f.tick_count == block_ticks || is_checkpoint_tick(last) || last == n, "block {:?}", f);
@@ -127,7 +127,7 @@ proptest! {
         prop_assert!(report.ok(), "{:?}", report);
         prop_assert_eq!(report.ticks, n);
         prop_assert_eq!(report.ticks_recovered, n);
-        prop_assert_eq!(report.end_frame_matches, Some(true));
+        prop_assert_eq!(report.end_record_matches, Some(true));
         prop_assert!(report.divergence.is_none());
     }
 }
@@ -140,11 +140,11 @@ fn the_writer_refuses_ticks_out_of_order() {
         migratory_replay::RecordingWriter::new(Vec::new(), &world, 1, WriterOptions::default()).unwrap();
     let inputs = TickInputs::default();
     let first = world.step(&inputs).clone();
-    writer.record(&inputs, &first, &world).unwrap();
-    let err = writer.record(&inputs, &first, &world).unwrap_err();
+    writer.record_tick(&inputs, &first, &world).unwrap();
+    let err = writer.record_tick(&inputs, &first, &world).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     let second = world.step(&inputs).clone();
-    writer.record(&inputs, &second, &world).unwrap();
+    writer.record_tick(&inputs, &second, &world).unwrap();
     let rec = Recording::from_bytes(writer.finish().unwrap()).unwrap();
     assert_eq!(rec.ticks_recovered(), 2);
     assert_eq!(rec.end.unwrap().final_root, second.state_root);
@@ -170,7 +170,7 @@ fn a_recording_from_a_later_tick_starts_with_its_checkpoint() {
     for _ in 0..5 {
         let out = world.step(&TickInputs::default()).clone();
         roots.push(out.state_root);
-        writer.record(&TickInputs::default(), &out, &world).unwrap();
+        writer.record_tick(&TickInputs::default(), &out, &world).unwrap();
     }
     let rec = Recording::from_bytes(writer.finish().unwrap()).unwrap();
     assert_eq!(rec.meta.start_tick, 17);
@@ -178,8 +178,8 @@ fn a_recording_from_a_later_tick_starts_with_its_checkpoint() {
         (rec.first_tick(), rec.last_tick(), rec.ticks_recovered()),
         (18, 22, 5)
     );
-    assert_eq!(rec.frames[0].kind, FrameKind::Checkpoint);
-    assert_eq!(rec.frames[0].first_tick, 17);
+    assert_eq!(rec.records[0].kind, RecordKind::Checkpoint);
+    assert_eq!(rec.records[0].first_tick, 17);
     let start = rec.start_world(2).unwrap();
     assert_eq!((start.tick(), start.state_root()), (17, root_17));
     let got: Vec<[u8; 32]> = recorded_ticks(&rec).iter().map(|t| t.state_root).collect();

@@ -2,7 +2,8 @@
 
 use migratory_kernel::hex;
 use migratory_kernel::{Input, TickInputs, World};
-use migratory_replay::format::FrameKind;
+use migratory_replay::divergence::{LeafKind, RootKind, Side};
+use migratory_replay::format::RecordKind;
 use migratory_replay::tools::{self, EntityReport, ToolError};
 use migratory_replay::Recording;
 
@@ -28,7 +29,7 @@ fn extract_reproduces_the_original_roots() {
         let v = tools::verify(&out, &[1, 2], None, &mut no_progress()).unwrap();
         assert!(v.ok(), "extract {a}..{b}: {v:?}");
         assert_eq!(v.ticks, b - a);
-        assert_eq!(v.end_frame_matches, Some(true));
+        assert_eq!(v.end_record_matches, Some(true));
 
         let ex = Recording::open(&out).unwrap();
         assert_eq!(ex.meta.config, orig.meta.config);
@@ -87,7 +88,7 @@ fn check_finds_changed_roots_and_bless_rewrites_only_those() {
     let b_original = synth_bytes(&b_opts);
     let b = dir.write("b.mrec", &b_original);
 
-    let entries = tools::check(dir.path(), 2, false).unwrap();
+    let entries = tools::check(dir.path(), 2, false, None).unwrap();
     assert_eq!(entries.len(), 2);
     for e in &entries {
         assert!(e.ok, "{e:?}");
@@ -110,7 +111,7 @@ fn check_finds_changed_roots_and_bless_rewrites_only_those() {
     std::fs::write(&b, &doctored).unwrap();
     let a_bytes = std::fs::read(&a).unwrap();
 
-    let entries = tools::check(dir.path(), 2, false).unwrap();
+    let entries = tools::check(dir.path(), 2, false, None).unwrap();
     assert!(
         entries[0].file.ends_with("a.mrec") && entries[0].ok,
         "{:?}",
@@ -121,8 +122,8 @@ fn check_finds_changed_roots_and_bless_rewrites_only_those() {
     assert!(!e.ok);
     let d = e.divergence.as_ref().expect("a divergence");
     assert_eq!(d.tick, X);
-    assert_eq!(d.what, "state root");
-    assert_eq!(d.a, "recording");
+    assert_eq!(d.root, RootKind::State);
+    assert_eq!(d.a, Side::Recording);
     assert_eq!(
         d.a_root,
         hex(&{
@@ -137,7 +138,7 @@ fn check_finds_changed_roots_and_bless_rewrites_only_those() {
     assert!(d.chunks.is_empty(), "{:?}", d.chunks);
     assert_eq!(e.blessed_first_changed_tick, None);
 
-    let entries = tools::check(dir.path(), 2, true).unwrap();
+    let entries = tools::check(dir.path(), 2, true, None).unwrap();
     assert!(entries[0].ok);
     assert_eq!(entries[0].blessed_first_changed_tick, None);
     assert!(entries[1].ok, "{:?}", entries[1]);
@@ -147,8 +148,8 @@ fn check_finds_changed_roots_and_bless_rewrites_only_those() {
     let blessed = Recording::open(&b).unwrap();
     assert_eq!(inputs_of(&blessed), b_inputs, "blessing keeps the inputs");
     assert_eq!(recorded_ticks(&blessed), b_ticks, "and restores the true roots");
-    let layout = |r: &Recording| -> Vec<(FrameKind, u32, u32)> {
-        r.frames
+    let layout = |r: &Recording| -> Vec<(RecordKind, u32, u32)> {
+        r.records
             .iter()
             .map(|f| (f.kind, f.first_tick, f.tick_count))
             .collect()
@@ -158,7 +159,7 @@ fn check_finds_changed_roots_and_bless_rewrites_only_those() {
         layout(&Recording::from_bytes(b_original).unwrap())
     );
 
-    let entries = tools::check(dir.path(), 2, false).unwrap();
+    let entries = tools::check(dir.path(), 2, false, None).unwrap();
     assert!(entries.iter().all(|e| e.ok), "{entries:?}");
     let names: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
@@ -171,7 +172,7 @@ fn check_finds_changed_roots_and_bless_rewrites_only_those() {
     let at = damaged.len() - 10;
     damaged[at] ^= 1;
     dir.write("c.mrec", &damaged);
-    let entries = tools::check(dir.path(), 2, false).unwrap();
+    let entries = tools::check(dir.path(), 2, false, None).unwrap();
     assert_eq!(entries.len(), 3);
     assert!(entries[0].ok && entries[1].ok);
     assert!(!entries[2].ok);
@@ -183,7 +184,7 @@ fn check_finds_changed_roots_and_bless_rewrites_only_those() {
 
     let empty = TempDir::new("check-empty");
     assert!(matches!(
-        tools::check(empty.path(), 2, false),
+        tools::check(empty.path(), 2, false, None),
         Err(ToolError::Invalid(_))
     ));
 }
@@ -230,7 +231,7 @@ fn diff_finds_the_first_tick_changed_inputs_affect() {
     assert!(!r.config_differs);
     assert_eq!(r.common_ticks, (1, 120));
     assert_eq!(r.first_divergent_tick, Some(x));
-    assert_eq!(r.what.as_deref(), Some("state root"));
+    assert_eq!(r.root, Some(RootKind::State));
     assert!(r.inputs_differ);
     assert!(!r.chunks.is_empty());
     // The steering player's slot is named, with its last applied sequence number.
@@ -238,7 +239,7 @@ fn diff_finds_the_first_tick_changed_inputs_affect() {
     let players = r
         .chunks
         .iter()
-        .find(|c| c.kind == "players")
+        .find(|c| c.kind == LeafKind::Players)
         .expect("a players chunk");
     assert!(
         players
@@ -250,7 +251,7 @@ fn diff_finds_the_first_tick_changed_inputs_affect() {
 
     let same = tools::diff(&a, &a).unwrap();
     assert_eq!(same.first_divergent_tick, None);
-    assert!(!same.inputs_differ && same.chunks.is_empty() && same.what.is_none());
+    assert!(!same.inputs_differ && same.chunks.is_empty() && same.root.is_none());
     assert_eq!(same.common_ticks, (1, 120));
 
     // Against an extract: only the common ticks are compared.
@@ -370,16 +371,16 @@ fn rewriting_an_unchanged_recording_keeps_its_bytes() {
     tools::extract(&src, 37, 113, &cut).unwrap();
     let blocks: Vec<u32> = Recording::open(&cut)
         .unwrap()
-        .frames
+        .records
         .iter()
-        .filter(|f| f.kind == FrameKind::Block)
+        .filter(|f| f.kind == RecordKind::Block)
         .map(|f| f.tick_count)
         .collect();
     // 38..=50 (cut by the checkpoint at 50), 51..=75, 76..=100, 101..=113.
     assert_eq!(blocks, vec![13, 25, 25, 13]);
-    let layout = |bytes: &[u8]| -> Vec<(FrameKind, u32, u32)> {
+    let layout = |bytes: &[u8]| -> Vec<(RecordKind, u32, u32)> {
         let r = Recording::from_bytes(bytes.to_vec()).unwrap();
-        r.frames
+        r.records
             .iter()
             .map(|f| (f.kind, f.first_tick, f.tick_count))
             .collect()

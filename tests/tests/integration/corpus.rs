@@ -7,7 +7,7 @@ use migratory_replay::tools;
 #[test]
 fn every_corpus_recording_replays_to_its_roots_at_1_and_4_shards() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../corpora");
-    let entries = tools::check(&dir, 4, false).expect("the corpus folder is readable");
+    let entries = tools::check(&dir, 4, false, None).expect("the corpus folder is readable");
     assert!(
         entries.len() >= 3,
         "expected at least three recordings, found {}",

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::metrics::{Metrics, Phase};
+use crate::server::metrics::{Metrics, Phase};
 
 /// A phase or the runtime silent for longer than this is reported.
 pub const STALL_THRESHOLD: Duration = Duration::from_millis(50);
@@ -57,7 +57,9 @@ fn watch(metrics: &Metrics, epoch: Instant, stop: &AtomicBool) {
             reported_phase_start = started;
             tracing::warn!(
                 phase = phase.name(),
-                tick = metrics.current_tick.load(Relaxed) + 1,
+                // The tick counter moves on as the step ends.
+                tick = metrics.current_tick.load(Relaxed)
+                    + u32::from(matches!(phase, Phase::Ingest | Phase::Step)),
                 stalled_ms = now_us.saturating_sub(started) / 1000,
                 "tick phase stalled"
             );

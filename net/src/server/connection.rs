@@ -20,10 +20,10 @@ use tokio_tungstenite::tungstenite::protocol::frame::{CloseFrame, Frame};
 use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 
-use crate::metrics::Metrics;
+use crate::config::{BackpressureSection, InputLimitsSection, ServerConfig};
 use crate::protocol::{self, close_code, ClientMessage};
-use crate::server::ServerCtx;
-use crate::tick::{ClientShared, NetEvent, Outbound};
+use crate::server::metrics::Metrics;
+use crate::server::tick::{ClientShared, NetEvent, Outbound};
 
 /// Keeps the live-connection gauge honest: counted up when the task starts, down when it
 /// ends, however it ends.
@@ -129,9 +129,51 @@ enum Stop {
     Transport(String),
 }
 
+/// What a connection task needs from the server, and nothing else: its limits, the
+/// metrics it counts into, the channel to the tick thread, the encoded terrain.
+#[derive(Debug)]
+pub(crate) struct ConnectionCtx {
+    pub input_limits: InputLimitsSection,
+    pub backpressure: BackpressureSection,
+    pub hello_timeout: Duration,
+    pub client_message_bytes_max: u32,
+    pub ws_frame_bytes_max: usize,
+    pub metrics: Arc<Metrics>,
+    pub events: std::sync::mpsc::Sender<NetEvent>,
+    pub next_client_id: std::sync::atomic::AtomicU32,
+    /// The terrain messages every client gets after WELCOME, encoded once.
+    pub terrain: Arc<Vec<Bytes>>,
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+impl ConnectionCtx {
+    /// The connection settings of `config`, with the server's shared parts.
+    pub fn new(
+        config: &ServerConfig,
+        metrics: Arc<Metrics>,
+        events: std::sync::mpsc::Sender<NetEvent>,
+        terrain: Arc<Vec<Bytes>>,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> ConnectionCtx {
+        let s = &config.server;
+        ConnectionCtx {
+            input_limits: s.input_limits.clone(),
+            backpressure: s.client_backpressure.clone(),
+            hello_timeout: Duration::from_secs_f64(s.hello_timeout_seconds),
+            client_message_bytes_max: s.max_client_message_bytes,
+            ws_frame_bytes_max: s.ws_frame_max_bytes as usize,
+            metrics,
+            events,
+            next_client_id: std::sync::atomic::AtomicU32::new(1),
+            terrain,
+            shutdown,
+        }
+    }
+}
+
 struct Conn<S> {
     ws: WebSocketStream<S>,
-    ctx: Arc<ServerCtx>,
+    ctx: Arc<ConnectionCtx>,
     shutdown: tokio::sync::watch::Receiver<bool>,
     shared: Option<Arc<ClientShared>>,
     limiter: RateLimiter,
@@ -139,12 +181,12 @@ struct Conn<S> {
 }
 
 /// Serves one upgraded WebSocket connection until it ends.
-pub async fn run<S>(ws: WebSocketStream<S>, ctx: Arc<ServerCtx>, peer: Option<SocketAddr>)
+pub(crate) async fn run<S>(ws: WebSocketStream<S>, ctx: Arc<ConnectionCtx>, peer: Option<SocketAddr>)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let _gauge = ConnectionGauge::new(&ctx.metrics);
-    let limits = &ctx.config.server.input_limits;
+    let limits = &ctx.input_limits;
     let mut conn = Conn {
         limiter: RateLimiter::new(
             limits.messages_per_second,
@@ -190,7 +232,7 @@ where
         };
         let client = self.ctx.next_client_id.fetch_add(1, Relaxed);
         let shared = Arc::new(ClientShared::new(client));
-        let queue_len = self.ctx.config.server.client_backpressure.send_queue_max_messages as usize;
+        let queue_len = self.ctx.backpressure.send_queue_max_messages as usize;
         let (tx, rx) = mpsc::channel(queue_len);
         self.shared = Some(shared.clone());
         let hello = NetEvent::Hello {
@@ -210,7 +252,7 @@ where
 
     /// Waits for HELLO (answering PINGs meanwhile); returns the player name.
     async fn handshake(&mut self) -> Result<String, Stop> {
-        let timeout = Duration::from_secs_f64(self.ctx.config.server.hello_timeout_seconds);
+        let timeout = self.ctx.hello_timeout;
         let deadline = Instant::now() + timeout;
         loop {
             let msg = tokio::select! {
@@ -246,7 +288,7 @@ where
             tokio::select! {
                 biased;
                 _ = shared.close_requested() => {
-                    let req = shared.close_request().unwrap_or_else(|| crate::tick::CloseRequest {
+                    let req = shared.close_request().unwrap_or_else(|| crate::server::tick::CloseRequest {
                         code: close_code::GOING_AWAY,
                         reason: "closed".into(),
                     });
@@ -257,7 +299,7 @@ where
                     let r = match out {
                         None => Err(going_away()),
                         Some(Outbound::Welcome(welcome)) => self.welcome_and_terrain(welcome).await,
-                        Some(Outbound::Snapshot { message, .. }) => {
+                        Some(Outbound::Snapshot { message }) => {
                             self.send(message).await.map(|()| {
                                 self.ctx.metrics.snapshots_sent_total.fetch_add(1, Relaxed);
                             })
@@ -355,7 +397,7 @@ where
                     code: close_code::MESSAGE_TOO_BIG,
                     reason: format!(
                         "message too big (limit {} bytes): {c}",
-                        self.ctx.config.server.max_client_message_bytes
+                        self.ctx.client_message_bytes_max
                     ),
                 }
             }
@@ -403,7 +445,7 @@ where
     /// WELCOME, then every terrain message, each within the terrain timeout.
     async fn welcome_and_terrain(&mut self, welcome: Bytes) -> Result<(), Stop> {
         self.send(welcome).await?;
-        let bp = &self.ctx.config.server.client_backpressure;
+        let bp = &self.ctx.backpressure;
         let limit = bp.terrain_enqueue_timeout();
         let code = bp.eviction_close_code;
         let terrain = self.ctx.terrain.clone();
@@ -438,7 +480,7 @@ where
     /// requests and shutdown so a stuck write never holds the connection open.
     async fn send(&mut self, msg: Bytes) -> Result<(), Stop> {
         let len = msg.len();
-        let frame_max = self.ctx.config.server.ws_frame_max_bytes as usize;
+        let frame_max = self.ctx.ws_frame_bytes_max;
         let shared = self.shared.clone();
         let ws = &mut self.ws;
         let write = async {
@@ -491,12 +533,7 @@ where
 
     /// The close handshake, bounded in time; afterwards the transport is dropped.
     async fn finish(&mut self, stop: Stop) -> End {
-        let limit = self
-            .ctx
-            .config
-            .server
-            .client_backpressure
-            .eviction_close_timeout();
+        let limit = self.ctx.backpressure.eviction_close_timeout();
         match stop {
             Stop::Close { code, reason } => {
                 self.ctx.metrics.count_close(code);

@@ -3,13 +3,18 @@
 //!
 //! Shutdown runs in the order the issue asks for: stop accepting, close every client with
 //! 1001 (bounded by `shutdown_timeout_seconds`), then stop the tick thread, which writes the
-//! recording's end frame.
+//! recording's end record.
+
+mod connection;
+pub mod metrics;
+mod tick;
+mod watchdog;
 
 use std::fs::{File, OpenOptions};
 use std::io::BufWriter;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -31,11 +36,11 @@ use tokio_tungstenite::tungstenite::Bytes;
 use tokio_tungstenite::WebSocketStream;
 
 use crate::config::ServerConfig;
-use crate::metrics::Metrics;
 use crate::protocol::WireTerrainDescriptor;
-use crate::terrain_wire::{self, TerrainDescriptor, TerrainWireError};
-use crate::tick::{NetEvent, Recorder, TickLoop, TickReport, TickSettings, WelcomeBase};
-use crate::watchdog;
+use crate::terrain_wire::{self, TerrainConfigError, TerrainDescriptor};
+use connection::ConnectionCtx;
+use metrics::Metrics;
+use tick::{Recorder, TickLoop, TickReport, TickSettings, WelcomeBase};
 
 /// The WebSocket endpoint's path.
 pub const WS_PATH: &str = "/ws";
@@ -48,7 +53,7 @@ pub enum ServerError {
     #[error("building the world: {0}")]
     World(#[from] migratory_kernel::WorldError),
     #[error("encoding the terrain for the wire: {0}")]
-    Terrain(#[from] TerrainWireError),
+    Terrain(#[from] TerrainConfigError),
     #[error("creating the recording {path}: {source}")]
     Recording {
         path: PathBuf,
@@ -82,17 +87,12 @@ pub struct ServeOptions {
     pub run_ticks: Option<u64>,
 }
 
-/// What connection tasks share.
+/// What the HTTP handlers share: the connections' context, and the WebSocket settings
+/// the upgrade needs.
 #[derive(Debug)]
-pub struct ServerCtx {
-    pub config: ServerConfig,
-    pub metrics: Arc<Metrics>,
-    pub events: mpsc::Sender<NetEvent>,
-    pub next_client_id: AtomicU32,
-    /// The terrain messages every client gets after WELCOME, encoded once.
-    pub terrain: Arc<Vec<Bytes>>,
-    pub ws_config: WebSocketConfig,
-    pub shutdown: watch::Receiver<bool>,
+struct AppState {
+    connections: Arc<ConnectionCtx>,
+    ws_config: WebSocketConfig,
 }
 
 /// How the session ended.
@@ -220,7 +220,6 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         terrain: WireTerrainDescriptor::from_descriptor(&descriptor),
     };
     let settings = TickSettings {
-        shards,
         pin_shard_threads: s.pin_shard_threads,
         catch_up_ticks_max: s.tick_loop.catch_up_ticks_max,
         backpressure: bp,
@@ -260,14 +259,15 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         None
     };
 
-    let ctx = Arc::new(ServerCtx {
-        config: config.clone(),
-        metrics: metrics.clone(),
-        events: events_tx,
-        next_client_id: AtomicU32::new(1),
-        terrain: terrain_messages,
+    let ctx = Arc::new(AppState {
+        connections: Arc::new(ConnectionCtx::new(
+            &config,
+            metrics.clone(),
+            events_tx,
+            terrain_messages,
+            shutdown_rx.clone(),
+        )),
         ws_config,
-        shutdown: shutdown_rx.clone(),
     });
     let app = Router::new()
         .route(WS_PATH, get(ws_upgrade))
@@ -320,7 +320,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let connections_left = task_metrics.connections.load(Ordering::Relaxed);
-        // 3. Stop the tick thread; it finishes the recording with its end frame.
+        // 3. Stop the tick thread; it finishes the recording with its end record.
         tick_stop.store(true, Ordering::Release);
         let report = tokio::task::spawn_blocking(move || tick_thread.join())
             .await
@@ -445,10 +445,10 @@ fn utc_stamp(secs: u64) -> String {
     )
 }
 
-async fn metrics_page(State(ctx): State<Arc<ServerCtx>>) -> impl IntoResponse {
+async fn metrics_page(State(ctx): State<Arc<AppState>>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        ctx.metrics.render(),
+        ctx.connections.metrics.render(),
     )
 }
 
@@ -463,7 +463,7 @@ fn header_has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) 
 
 /// The WebSocket handshake (RFC 6455 section 4.2), then the connection task.
 async fn ws_upgrade(
-    State(ctx): State<Arc<ServerCtx>>,
+    State(ctx): State<Arc<AppState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: Request,
 ) -> Response {
@@ -480,7 +480,7 @@ async fn ws_upgrade(
         )
             .into_response();
     };
-    if *ctx.shutdown.borrow() {
+    if *ctx.connections.shutdown.borrow() {
         return (StatusCode::SERVICE_UNAVAILABLE, "server shutting down\n").into_response();
     }
     let accept = derive_accept_key(key.as_bytes());
@@ -494,7 +494,7 @@ async fn ws_upgrade(
                     Some(ctx.ws_config),
                 )
                 .await;
-                crate::connection::run(ws, ctx, Some(peer)).await;
+                connection::run(ws, ctx.connections.clone(), Some(peer)).await;
             }
             Err(e) => tracing::debug!(%peer, error = %e, "WebSocket upgrade failed"),
         }

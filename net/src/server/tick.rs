@@ -2,7 +2,7 @@
 //!
 //! Each tick: drain the connections' events into the tick's inputs (joins, coalesced
 //! steering, casts, acks, leaves), step the kernel, append the tick to the recording, then
-//! hand each client its frame with a non-blocking `try_send` into its bounded queue. The
+//! hand each client its snapshot with a non-blocking `try_send` into its bounded queue. The
 //! thread never waits on a client: a full queue drops the snapshot and counts it, and a
 //! client that keeps overflowing is asked to close.
 
@@ -22,8 +22,8 @@ use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::Bytes;
 
 use crate::config::BackpressureSection;
-use crate::metrics::{Metrics, Phase};
 use crate::protocol::{self, close_code, Welcome, WireTerrainDescriptor};
+use crate::server::metrics::{Metrics, Phase};
 
 /// At most this many events are taken per tick, so a burst cannot stall one tick; the
 /// rest wait for the next.
@@ -97,8 +97,8 @@ impl ClientShared {
 pub enum Outbound {
     /// The join took effect: send this WELCOME, then the terrain, then snapshots.
     Welcome(Bytes),
-    /// A SNAPSHOT message (type byte + kernel frame), with the frame's tick.
-    Snapshot { tick: u32, message: Bytes },
+    /// A SNAPSHOT message (type byte + kernel snapshot).
+    Snapshot { message: Bytes },
 }
 
 /// What connection tasks tell the tick thread.
@@ -184,7 +184,6 @@ pub struct WelcomeBase {
 /// How the loop runs.
 #[derive(Clone, Debug)]
 pub struct TickSettings {
-    pub shards: usize,
     /// Pin the shard threads (this thread included) to CPUs when the loop starts.
     pub pin_shard_threads: bool,
     pub catch_up_ticks_max: u32,
@@ -340,6 +339,9 @@ impl TickLoop {
         let t1 = Instant::now();
         self.set_phase(Phase::Step);
         self.world.step(&self.inputs);
+        // Published before any of this tick's snapshots leave, so a PONG never names a tick
+        // older than a snapshot its client already holds.
+        self.metrics.current_tick.store(self.world.tick(), Relaxed);
         let t2 = Instant::now();
         self.set_phase(Phase::Record);
         self.record();
@@ -356,7 +358,6 @@ impl TickLoop {
         m.handoff_us.record(us(t4 - t3));
         m.loop_us.record(us(t4 - t0));
         m.ticks_total.fetch_add(1, Relaxed);
-        m.current_tick.store(self.world.tick(), Relaxed);
         t4 - t0
     }
 
@@ -461,7 +462,7 @@ impl TickLoop {
         let Some(writer) = rec.writer.as_mut() else {
             return;
         };
-        let result = writer.record(&self.inputs, self.world.output(), &self.world);
+        let result = writer.record_tick(&self.inputs, self.world.output(), &self.world);
         match result {
             Ok(()) => self
                 .metrics
@@ -477,7 +478,7 @@ impl TickLoop {
         }
     }
 
-    /// WELCOMEs for this tick's joins, closes for refused ones, then every frame.
+    /// WELCOMEs for this tick's joins, closes for refused ones, then every snapshot.
     fn handoff(&mut self) {
         let out = self.world.output();
         let m = &self.metrics;
@@ -542,10 +543,7 @@ impl TickLoop {
                 continue;
             }
             let message = Bytes::from(protocol::encode_snapshot(f.bytes));
-            match c.queue.try_send(Outbound::Snapshot {
-                tick: out.tick,
-                message,
-            }) {
+            match c.queue.try_send(Outbound::Snapshot { message }) {
                 Ok(()) => {
                     let depth = c.queue.max_capacity() - c.queue.capacity();
                     c.shared.queue_depth_hwm.fetch_max(depth, Relaxed);

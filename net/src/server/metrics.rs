@@ -225,24 +225,6 @@ impl Metrics {
             .map_or(0, |i| self.closes_total[i].load(Relaxed))
     }
 
-    /// All inputs turned down, by the kernel or by the network layer.
-    pub fn inputs_rejected_total(&self) -> u64 {
-        [
-            &self.inputs_rate_limited_total,
-            &self.inputs_stale_total,
-            &self.rejected_unknown_client_total,
-            &self.rejected_duplicate_join_total,
-            &self.rejected_slots_full_total,
-            &self.rejected_name_invalid_total,
-            &self.rejected_out_of_range_total,
-            &self.rejected_stale_seq_total,
-            &self.rejected_ack_from_future_total,
-        ]
-        .iter()
-        .map(|a| a.load(Relaxed))
-        .sum()
-    }
-
     /// The Prometheus text exposition (version 0.0.4).
     pub fn render(&self) -> String {
         let mut o = String::with_capacity(8192);

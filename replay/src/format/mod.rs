@@ -1,0 +1,171 @@
+//! The `.mrec` recording format: a streaming writer (`writer`) and a validating, seeking
+//! reader (`reader`); every byte layout below is encoded and decoded in `layout` alone.
+//!
+//! A recording is a file header followed by records. Everything is little-endian and every
+//! byte is covered by a checksum, so damage is always detected: a cut-off last record is
+//! a *torn tail* (the writer was killed; everything before it is readable), any other bad
+//! byte is `Corrupted` with its offset and the ticks it affects.
+//!
+//! File header (56 bytes + body):
+//!
+//! | offset | size | field                                                          |
+//! |--------|------|----------------------------------------------------------------|
+//! | 0      | 8    | magic `MIGRREC\0`                                              |
+//! | 8      | 4    | format version (`FORMAT_VERSION`)                              |
+//! | 12     | 4    | kernel rules version the recording was made with               |
+//! | 16     | 4    | shard count used when recording (informational only)           |
+//! | 20     | 4    | body length B (at most `HEADER_BODY_BYTES_MAX`)                |
+//! | 24     | 32   | blake3 of bytes 0..24 followed by the body                     |
+//! | 56     | B    | body: rkyv archive of `RecordingMeta` (build identity, world config, its hash, start tick) |
+//!
+//! Record (32-byte header + payload):
+//!
+//! | offset | size | field                                                          |
+//! |--------|------|----------------------------------------------------------------|
+//! | 0      | 1    | kind: 1 block, 2 checkpoint, 3 end                             |
+//! | 1      | 3    | zero                                                           |
+//! | 4      | 4    | first tick (block: first tick covered; checkpoint: the state's tick; end: final tick) |
+//! | 8      | 4    | tick count (block: ticks covered; others: 0)                   |
+//! | 12     | 4    | payload length P (at most `RECORD_PAYLOAD_BYTES_MAX`)           |
+//! | 16     | 12   | blake3 of the payload, first 12 bytes                          |
+//! | 28     | 4    | blake3 of record bytes 0..28, first 4 bytes                     |
+//! | 32     | P    | payload                                                        |
+//!
+//! Payloads:
+//! - block: u32 length C, then C bytes of zstd(rkyv(`Vec<TickInputs>`)), then for each
+//!   tick 32 bytes state root and 32 bytes snapshots root.
+//! - checkpoint: zstd of a kernel checkpoint (`migratory_kernel::checkpoint`), which
+//!   carries its own version and checksum.
+//! - end: u32 ticks recorded, 32 bytes final state root, 32 bytes chain hash, where
+//!   `chain_0 = blake3("MGCHAIN" | config hash)` and
+//!   `chain_t = blake3(chain_{t-1} | tick u32 | state root | snapshots root)`.
+//!
+//! Records follow the ticks in order: blocks are contiguous from the start tick, a
+//! checkpoint of tick T comes right after the block ending at T, and the end record is last.
+
+mod layout;
+mod reader;
+mod writer;
+
+use std::io;
+
+use migratory_kernel::{World, WorldConfig};
+use thiserror::Error;
+
+use layout::check;
+pub use reader::{EndRecord, RecordInfo, RecordedTick, Recording, TornTail};
+pub use writer::{Durable, RecordingWriter, WriterOptions};
+
+/// File magic.
+pub const MAGIC: &[u8; 8] = b"MIGRREC\0";
+/// The format version this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Largest header body accepted.
+pub const HEADER_BODY_BYTES_MAX: u32 = 1 << 20;
+/// Largest record payload accepted (a checkpoint of a million boids fits).
+pub const RECORD_PAYLOAD_BYTES_MAX: u32 = 256 << 20;
+/// Most ticks one block may cover.
+pub const BLOCK_TICKS_MAX: u32 = 1 << 16;
+/// Bytes of roots a block stores per tick: the state root, then the snapshots root.
+const ROOTS_BYTES_PER_TICK: usize = 64;
+const ZSTD_LEVEL: i32 = 3;
+
+/// Record kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum RecordKind {
+    Block = 1,
+    Checkpoint = 2,
+    End = 3,
+}
+
+/// Who made a recording, and of what world.
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct RecordingMeta {
+    /// `CARGO_PKG_VERSION` of the writing crate.
+    pub crate_version: String,
+    /// The git commit of the writing build, when known.
+    pub git_commit: Option<String>,
+    pub config: WorldConfig,
+    pub config_hash: [u8; 32],
+    /// The tick of the state the recording starts from (0: the world as `World::new` builds
+    /// it; otherwise the first record is a checkpoint of that tick).
+    pub start_tick: u32,
+}
+
+impl RecordingMeta {
+    /// Meta for a recording of `world` starting now, made by this build.
+    pub fn for_world(world: &World) -> RecordingMeta {
+        RecordingMeta {
+            crate_version: env!("CARGO_PKG_VERSION").to_string(),
+            git_commit: option_env!("MIGRATORY_GIT_COMMIT").map(str::to_string),
+            config: world.config().clone(),
+            config_hash: world.config().content_hash(),
+            start_tick: world.tick(),
+        }
+    }
+}
+
+/// Why a recording cannot be read.
+#[derive(Debug, Error)]
+pub enum RecordingError {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("not a recording (magic {found:02x?}, expected \"MIGRREC\\0\")")]
+    NotARecording { found: Vec<u8> },
+    #[error(
+        "recording format version {found} is older than this build reads ({supported}): upgrade required"
+    )]
+    UpgradeRequired { found: u32, supported: u32 },
+    #[error("recording format version {found} is newer than this build supports ({supported})")]
+    UnsupportedVersion { found: u32, supported: u32 },
+    #[error(
+        "the checkpoint at byte offset {offset} (tick {tick}) cannot be restored by this build \
+         ({reason}): replay from the start, or bless the recording"
+    )]
+    CheckpointIncompatible { offset: u64, tick: u32, reason: String },
+    #[error("recording corrupted at byte offset {offset}{}: {reason}", ticks_text(*.ticks))]
+    Corrupted {
+        offset: u64,
+        ticks: Option<(u32, u32)>,
+        reason: String,
+    },
+}
+
+fn ticks_text(ticks: Option<(u32, u32)>) -> String {
+    match ticks {
+        Some((a, b)) if a == b => format!(" (tick {a})"),
+        Some((a, b)) => format!(" (ticks {a}..={b})"),
+        None => String::new(),
+    }
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> RecordingError {
+    let context = context.into();
+    move |source| RecordingError::Io { context, source }
+}
+
+fn corrupted(offset: u64, ticks: Option<(u32, u32)>, reason: impl Into<String>) -> RecordingError {
+    RecordingError::Corrupted {
+        offset,
+        ticks,
+        reason: reason.into(),
+    }
+}
+
+/// The running chain over every tick's roots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chain(pub [u8; 32]);
+
+impl Chain {
+    pub fn start(config_hash: &[u8; 32]) -> Chain {
+        Chain(check::<32>(&[b"MGCHAIN", config_hash]))
+    }
+
+    pub fn push(&mut self, tick: u32, state_root: &[u8; 32], snapshots_root: &[u8; 32]) {
+        self.0 = check::<32>(&[&self.0, &tick.to_le_bytes(), state_root, snapshots_root]);
+    }
+}

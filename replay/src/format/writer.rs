@@ -1,0 +1,219 @@
+//! `RecordingWriter`: streams a session into a recording tick by tick, holding at most one
+//! block of inputs in memory.
+
+use std::fs::File;
+use std::io::{self, Write};
+
+use migratory_kernel::{save_checkpoint, TickInputs, TickOutput, World};
+use rkyv::rancor;
+
+use super::layout::{FileHeader, RecordHeader, FILE_HEADER_BYTES, RECORD_HEADER_BYTES};
+use super::{
+    Chain, RecordKind, RecordingMeta, BLOCK_TICKS_MAX, FORMAT_VERSION, ROOTS_BYTES_PER_TICK, ZSTD_LEVEL,
+};
+
+/// How the writer buffers and flushes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriterOptions {
+    /// Ticks per input block; a block is written as soon as it is complete.
+    pub block_ticks: u32,
+    /// A checkpoint every this many ticks (0: none).
+    pub checkpoint_interval_ticks: u32,
+    /// `sync_data` after every this many blocks (0: never; the OS decides).
+    pub fsync_every_blocks: u32,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            block_ticks: 60,
+            checkpoint_interval_ticks: 600,
+            fsync_every_blocks: 0,
+        }
+    }
+}
+
+/// A sink that can be made durable.
+pub trait Durable: Write {
+    /// Flushes to stable storage.
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+impl Durable for File {
+    fn sync(&mut self) -> io::Result<()> {
+        self.sync_data()
+    }
+}
+
+impl Durable for Vec<u8> {
+    fn sync(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Durable for io::BufWriter<File> {
+    fn sync(&mut self) -> io::Result<()> {
+        self.flush()?;
+        self.get_ref().sync_data()
+    }
+}
+
+/// Streams a session into a recording, tick by tick, holding at most one block in memory.
+#[derive(Debug)]
+pub struct RecordingWriter<W: Durable> {
+    out: W,
+    options: WriterOptions,
+    block_inputs: Vec<TickInputs>,
+    block_roots: Vec<u8>,
+    block_first_tick: u32,
+    next_tick: u32,
+    chain: Chain,
+    last_root: [u8; 32],
+    ticks_recorded: u32,
+    blocks_since_sync: u32,
+    bytes_written: u64,
+}
+
+impl<W: Durable> RecordingWriter<W> {
+    /// Writes the header for a recording of `world` from its current tick (with a
+    /// checkpoint first when that tick is not 0).
+    pub fn new(mut out: W, world: &World, shard_count: u32, options: WriterOptions) -> io::Result<Self> {
+        let meta = RecordingMeta::for_world(world);
+        let body = rkyv::to_bytes::<rancor::Error>(&meta).map_err(io::Error::other)?;
+        let head = FileHeader {
+            version: FORMAT_VERSION,
+            rules_version: migratory_kernel::KERNEL_RULES_VERSION,
+            shard_count,
+            body_len: body.len() as u32,
+        };
+        out.write_all(&head.encode(&body))?;
+        out.write_all(&body)?;
+        let options = WriterOptions {
+            block_ticks: options.block_ticks.clamp(1, BLOCK_TICKS_MAX),
+            ..options
+        };
+        let mut w = RecordingWriter {
+            out,
+            block_inputs: Vec::with_capacity(options.block_ticks as usize),
+            block_roots: Vec::with_capacity(options.block_ticks as usize * ROOTS_BYTES_PER_TICK),
+            options,
+            block_first_tick: world.tick() + 1,
+            next_tick: world.tick() + 1,
+            chain: Chain::start(&meta.config_hash),
+            last_root: world.state_root(),
+            ticks_recorded: 0,
+            blocks_since_sync: 0,
+            bytes_written: (FILE_HEADER_BYTES + body.len()) as u64,
+        };
+        if world.tick() != 0 {
+            w.write_checkpoint(world)?;
+        }
+        w.out.flush()?;
+        Ok(w)
+    }
+
+    /// Records one tick: the inputs it was stepped with and what it produced. `world` is
+    /// the world after the step (used for checkpoints).
+    pub fn record_tick(&mut self, inputs: &TickInputs, output: &TickOutput, world: &World) -> io::Result<()> {
+        if output.tick != self.next_tick {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "recorded tick {} but tick {} was expected",
+                    output.tick, self.next_tick
+                ),
+            ));
+        }
+        self.block_inputs.push(inputs.clone());
+        self.block_roots.extend_from_slice(&output.state_root);
+        self.block_roots.extend_from_slice(&output.snapshots_root);
+        self.chain
+            .push(output.tick, &output.state_root, &output.snapshots_root);
+        self.last_root = output.state_root;
+        self.next_tick += 1;
+        self.ticks_recorded += 1;
+        let k = self.options.checkpoint_interval_ticks;
+        let checkpoint_due = k > 0 && output.tick % k == 0;
+        if self.block_inputs.len() as u32 >= self.options.block_ticks || checkpoint_due {
+            self.flush_block()?;
+        }
+        if checkpoint_due {
+            self.write_checkpoint(world)?;
+        }
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes_written
+    }
+
+    fn write_record(
+        &mut self,
+        kind: RecordKind,
+        first_tick: u32,
+        tick_count: u32,
+        payload: &[&[u8]],
+    ) -> io::Result<()> {
+        let head = RecordHeader::for_payload(kind as u8, first_tick, tick_count, payload);
+        let len = head.payload_len;
+        let head = head.encode();
+        self.out.write_all(&head)?;
+        for p in payload {
+            self.out.write_all(p)?;
+        }
+        self.bytes_written += (RECORD_HEADER_BYTES + len as usize) as u64;
+        Ok(())
+    }
+
+    fn flush_block(&mut self) -> io::Result<()> {
+        if self.block_inputs.is_empty() {
+            return Ok(());
+        }
+        let archived = rkyv::to_bytes::<rancor::Error>(&self.block_inputs).map_err(io::Error::other)?;
+        let compressed = zstd::bulk::compress(&archived, ZSTD_LEVEL)?;
+        let count = self.block_inputs.len() as u32;
+        let first = self.block_first_tick;
+        let roots = std::mem::take(&mut self.block_roots);
+        self.write_record(
+            RecordKind::Block,
+            first,
+            count,
+            &[&(compressed.len() as u32).to_le_bytes(), &compressed, &roots],
+        )?;
+        self.block_roots = roots;
+        self.block_roots.clear();
+        self.block_inputs.clear();
+        self.block_first_tick = self.next_tick;
+        self.out.flush()?;
+        self.blocks_since_sync += 1;
+        if self.options.fsync_every_blocks > 0 && self.blocks_since_sync >= self.options.fsync_every_blocks {
+            self.out.sync()?;
+            self.blocks_since_sync = 0;
+        }
+        Ok(())
+    }
+
+    fn write_checkpoint(&mut self, world: &World) -> io::Result<()> {
+        let bytes = save_checkpoint(world);
+        let compressed = zstd::bulk::compress(&bytes, ZSTD_LEVEL)?;
+        self.write_record(RecordKind::Checkpoint, world.tick(), 0, &[&compressed])?;
+        self.out.flush()
+    }
+
+    /// Writes the partial block and the end record, syncs, and returns the sink.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.flush_block()?;
+        let final_tick = self.next_tick - 1;
+        let (ticks, root, chain) = (self.ticks_recorded, self.last_root, self.chain.0);
+        self.write_record(
+            RecordKind::End,
+            final_tick,
+            0,
+            &[&ticks.to_le_bytes(), &root, &chain],
+        )?;
+        self.out.flush()?;
+        self.out.sync()?;
+        Ok(self.out)
+    }
+}
