@@ -1,4 +1,4 @@
-//! What a step produces: the roots, the per-client snapshot frames, and counts of what
+//! What a step produces: the roots, the per-client snapshots, and counts of what
 //! the inputs came to. Read by the net layer, the recorder and the tools; the world
 //! reuses one `TickOutput` from tick to tick so a warm step allocates nothing.
 
@@ -25,7 +25,7 @@ pub struct Joined {
     pub avatar_id: u32,
 }
 
-/// Where one client's snapshot frame sits in `TickOutput::frame_bytes`.
+/// Where one client's snapshot sits in `TickOutput::snapshot_bytes`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct SnapshotRef {
     client: u32,
@@ -34,7 +34,7 @@ struct SnapshotRef {
     len: u32,
 }
 
-/// One client's encoded snapshot frame for this tick (`kernel/SNAPSHOT_FORMAT.md`).
+/// One client's encoded snapshot for this tick (`kernel/SNAPSHOT_FORMAT.md`).
 #[derive(Clone, Copy, Debug)]
 pub struct ClientSnapshot<'a> {
     pub client: u32,
@@ -48,23 +48,23 @@ pub struct TickOutput {
     pub tick: u32,
     /// Root over the whole state after this tick.
     pub state_root: [u8; 32],
-    /// blake3 over this tick's snapshot frames: "MGFR", the tick, then per frame (in slot
-    /// order) the client id, the length and the blake3 of the bytes. Ticks without frames
+    /// blake3 over this tick's snapshots: "MGFR", the tick, then per snapshot (in slot
+    /// order) the client id, the length and the blake3 of the bytes. Ticks without snapshots
     /// hash just the prefix.
     pub snapshots_root: [u8; 32],
     pub rejected: Rejections,
     pub casts: CastStats,
     pub joined: Vec<Joined>,
     pub left: Vec<u32>,
-    frames: Vec<SnapshotRef>,
-    frame_bytes: Vec<u8>,
+    snapshots: Vec<SnapshotRef>,
+    snapshot_bytes: Vec<u8>,
 }
 
 impl TickOutput {
-    /// An empty output with room for `slots` frames.
-    pub(crate) fn with_frame_capacity(slots: usize) -> TickOutput {
+    /// An empty output with room for `slots` snapshots.
+    pub(crate) fn with_snapshot_capacity(slots: usize) -> TickOutput {
         TickOutput {
-            frames: Vec::with_capacity(slots),
+            snapshots: Vec::with_capacity(slots),
             ..TickOutput::default()
         }
     }
@@ -76,49 +76,49 @@ impl TickOutput {
         self.casts = CastStats::default();
         self.joined.clear();
         self.left.clear();
-        self.frames.clear();
-        self.frame_bytes.clear();
+        self.snapshots.clear();
+        self.snapshot_bytes.clear();
     }
 
-    /// Appends the frame of the client in `slot` (frames go in ascending slot order).
+    /// Appends the snapshot of the client in `slot` (snapshots go in ascending slot order).
     pub(crate) fn push_snapshot(&mut self, client: u32, slot: u32, bytes: &[u8]) {
-        debug_assert!(self.frames.last().is_none_or(|f| f.slot < slot));
-        self.frames.push(SnapshotRef {
+        debug_assert!(self.snapshots.last().is_none_or(|f| f.slot < slot));
+        self.snapshots.push(SnapshotRef {
             client,
             slot,
-            start: self.frame_bytes.len() as u32,
+            start: self.snapshot_bytes.len() as u32,
             len: bytes.len() as u32,
         });
-        self.frame_bytes.extend_from_slice(bytes);
+        self.snapshot_bytes.extend_from_slice(bytes);
     }
 
     fn bytes_of(&self, f: &SnapshotRef) -> &[u8] {
-        &self.frame_bytes[f.start as usize..(f.start + f.len) as usize]
+        &self.snapshot_bytes[f.start as usize..(f.start + f.len) as usize]
     }
 
     /// This tick's client snapshots, by slot.
     pub fn snapshots(&self) -> impl ExactSizeIterator<Item = ClientSnapshot<'_>> + '_ {
-        self.frames.iter().map(|f| ClientSnapshot {
+        self.snapshots.iter().map(|f| ClientSnapshot {
             client: f.client,
             slot: f.slot,
             bytes: self.bytes_of(f),
         })
     }
 
-    /// The frame for one client, if it got one this tick.
+    /// The snapshot for one client, if it got one this tick.
     pub fn snapshot_for(&self, client: u32) -> Option<&[u8]> {
         self.snapshots().find(|f| f.client == client).map(|f| f.bytes)
     }
 
-    /// The frame for the client in `slot`, if it got one this tick (frames are in slot order).
+    /// The snapshot for the client in `slot`, if it got one this tick (snapshots are in slot order).
     pub fn snapshot_for_slot(&self, slot: u32) -> Option<&[u8]> {
-        let i = self.frames.binary_search_by_key(&slot, |f| f.slot).ok()?;
-        Some(self.bytes_of(&self.frames[i]))
+        let i = self.snapshots.binary_search_by_key(&slot, |f| f.slot).ok()?;
+        Some(self.bytes_of(&self.snapshots[i]))
     }
 
-    /// Number of frames this tick.
+    /// Number of snapshots this tick.
     pub fn snapshot_count(&self) -> usize {
-        self.frames.len()
+        self.snapshots.len()
     }
 }
 

@@ -4,7 +4,7 @@
 //! shard index owns, and the caller waits for every shard before reading anything.
 //! With one shard the job runs inline on the caller's thread and no thread exists.
 //!
-//! A tick hands the pool several short jobs (grid, boids, hashes and frames), so a
+//! A tick hands the pool several short jobs (grid, boids, hashes and snapshots), so a
 //! hand-off must cost far less than a futex wake-up and a reschedule (tens of
 //! microseconds). Workers therefore spin on an atomic generation counter for a bounded
 //! number of rounds after each job and only then park on a condition variable; the

@@ -2,7 +2,7 @@
 //! next tick's inputs, for tests, benchmarks and recordings made without a network.
 //!
 //! Each bot joins at a staggered tick, wanders or heads for a hunting field and casts
-//! there, acks the frames it "received" after its own lag, drops some frames, and with
+//! there, acks the snapshots it "received" after its own lag, drops some snapshots, and with
 //! churn enabled leaves and comes back.
 
 use crate::input::{Input, TickInputs};
@@ -12,7 +12,7 @@ use crate::world::World;
 
 /// Randomness streams of the script, apart from the kernel's.
 const STREAM_BOT: u32 = 0x100;
-/// Most acks a bot keeps waiting (frames in flight).
+/// Most acks a bot keeps waiting (snapshots in flight).
 const PENDING_ACKS_MAX: usize = 64;
 
 /// How the bots behave.
@@ -26,7 +26,7 @@ pub struct ScriptConfig {
     pub churn_per_mille_per_s: u32,
     /// Each bot acks after a lag drawn from 0..=this many ticks.
     pub ack_lag_ticks_max: u32,
-    /// Chance, in per mille, that a frame is lost on the way (never acked).
+    /// Chance, in per mille, that a snapshot is lost on the way (never acked).
     pub drop_per_mille: u32,
     /// Share of bots, in per mille, that hunt (go to a field and cast).
     pub hunter_per_mille: u32,
@@ -89,7 +89,7 @@ impl Script {
     }
 
     /// Writes the inputs for tick `world.tick() + 1` into `out`, given the output of the
-    /// last step (its frames are what the bots receive).
+    /// last step (its snapshots are what the bots receive).
     pub fn next_inputs(&mut self, world: &World, last: &TickOutput, out: &mut TickInputs) {
         out.inputs.clear();
         let tick = world.tick() + 1;
@@ -115,10 +115,10 @@ impl Script {
                 continue;
             };
             // Frames: some are lost, the rest get acked after the bot's lag.
-            if let Some(frame) = last.snapshot_for_slot(slot) {
+            if let Some(snapshot) = last.snapshot_for_slot(slot) {
                 let lost = rng::below(bits, 1000) < cfg.drop_per_mille;
-                if !lost && bot.pending.len() < PENDING_ACKS_MAX && frame.len() >= 5 {
-                    let t = u32::from_le_bytes([frame[1], frame[2], frame[3], frame[4]]);
+                if !lost && bot.pending.len() < PENDING_ACKS_MAX && snapshot.len() >= 5 {
+                    let t = u32::from_le_bytes([snapshot[1], snapshot[2], snapshot[3], snapshot[4]]);
                     bot.pending.push((tick + bot.lag_ticks, t));
                 }
             }

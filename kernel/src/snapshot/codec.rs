@@ -1,19 +1,19 @@
-//! Wire encoding of per-client view snapshots (frame format version 1): bit-level
+//! Wire encoding of per-client view snapshots (snapshot format version 1): bit-level
 //! writer and reader, exp-Golomb codes, exact cost functions for the server-side
-//! selector, and the decoder that applies a frame to its baseline view.
+//! selector, and the decoder that applies a snapshot to its baseline view.
 //!
 //! The format is specified bit by bit in `kernel/SNAPSHOT_FORMAT.md`; this file is the
 //! reference implementation of that document, and the two must change together.
 
 use crate::snapshot::ViewEntry;
 
-/// Frame format version written in byte 0 of every frame.
+/// Snapshot format version written in byte 0 of every snapshot.
 pub const SNAPSHOT_FORMAT_VERSION: u8 = 1;
 /// Size of the byte-aligned header that precedes the bit stream.
 pub const SNAPSHOT_HEADER_BYTES: usize = 17;
 /// Value of the header's baseline tick field meaning "no baseline" (full snapshot).
 pub const NO_BASELINE: u32 = u32::MAX;
-/// Largest removed count and largest update count a frame may carry. The decoder
+/// Largest removed count and largest update count a snapshot may carry. The decoder
 /// rejects larger counts before looping, so garbage input cannot make it spin.
 pub const SNAPSHOT_ENTRIES_MAX: usize = 4096;
 /// Largest exp-Golomb order the codes support; larger orders are treated as this one.
@@ -34,12 +34,12 @@ const NEW_PAYLOAD_BITS: u32 = 2 + 16 + 16 + 8 + 8;
 /// this one, which keeps the prediction within 4096 position units of the baseline.
 pub const PREDICTION_DT_MAX: u32 = 1024;
 
-/// Everything in the byte-aligned frame header except the version byte.
+/// Everything in the byte-aligned snapshot header except the version byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SnapshotHeader {
     /// Server tick this view belongs to.
     pub tick: u32,
-    /// Tick of the view this frame is a delta against; `None` means a full snapshot
+    /// Tick of the view this snapshot is a delta against; `None` means a full snapshot
     /// applied to the empty view. `Some(NO_BASELINE)` cannot be represented.
     pub baseline_tick: Option<u32>,
     /// Entity id of the receiving client's own avatar.
@@ -48,22 +48,22 @@ pub struct SnapshotHeader {
     pub score: u32,
 }
 
-/// Why a frame could not be decoded or applied. Every error rejects the whole frame.
+/// Why a snapshot could not be decoded or applied. Every error rejects the whole snapshot.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DecodeError {
     /// The input ended inside a field; `bit_offset` is where that field (or, inside an
     /// exp-Golomb code, the bit that was missing) starts, counted from the first bit of
-    /// the frame.
-    #[error("frame truncated at bit {bit_offset}")]
+    /// the snapshot.
+    #[error("snapshot truncated at bit {bit_offset}")]
     Truncated { bit_offset: u64 },
     /// Byte 0 is not a version this decoder understands.
-    #[error("unsupported frame version {found}")]
+    #[error("unsupported snapshot version {found}")]
     UnsupportedVersion { found: u8 },
     /// An exp-Golomb code starting at `bit_offset` encodes a value above `u32::MAX`.
     #[error("exp-Golomb code at bit {bit_offset} exceeds u32")]
     CodeOverflow { bit_offset: u64 },
     /// Bytes follow the padded end of the bit stream.
-    #[error("{count} trailing bytes after the frame")]
+    #[error("{count} trailing bytes after the snapshot")]
     TrailingBytes { count: usize },
     /// A padding bit at the end of the stream, starting at `bit_offset`, is set.
     #[error("non-zero padding at bit {bit_offset}")]
@@ -72,29 +72,29 @@ pub enum DecodeError {
     #[error("id gap {gap} after id {prev} overflows u32")]
     IdOverflow { prev: u32, gap: u32 },
     /// The baseline view handed to `apply_snapshot` is not strictly ascending by id at
-    /// `index`. Frames themselves cannot express unordered ids.
+    /// `index`. Snapshots themselves cannot express unordered ids.
     #[error("baseline view not strictly ascending at index {index}")]
     NotAscending { index: usize },
     /// A removed id is not in the baseline.
     #[error("removed id {id} is not in the baseline")]
     RemovedUnknown { id: u32 },
-    /// A new entry's id is already in the baseline (removed in this frame or not).
+    /// A new entry's id is already in the baseline (removed in this snapshot or not).
     #[error("new id {id} is already in the baseline")]
     NewAlreadyPresent { id: u32 },
     /// A delta's id is not in the baseline.
     #[error("delta for id {id}, which is not in the baseline")]
     DeltaUnknown { id: u32 },
-    /// A delta's id is also removed by the same frame.
-    #[error("delta for id {id}, which this frame removes")]
+    /// A delta's id is also removed by the same snapshot.
+    #[error("delta for id {id}, which this snapshot removes")]
     DeltaRemoved { id: u32 },
     /// Applying a delta takes `field` of entity `id` outside its type's range.
     #[error("field {field} of id {id} out of range after delta")]
     FieldOutOfRange { id: u32, field: &'static str },
-    /// The frame's baseline is not among the views the decoder keeps.
+    /// The snapshot's baseline is not among the views the decoder keeps.
     #[error("baseline view for tick {baseline_tick} is not available")]
     BaselineMissing { baseline_tick: u32 },
     /// A removed or update count exceeds `SNAPSHOT_ENTRIES_MAX`.
-    #[error("entry count {count} exceeds the frame limit")]
+    #[error("entry count {count} exceeds the snapshot limit")]
     CountTooLarge { count: u32 },
 }
 
@@ -141,17 +141,17 @@ pub fn predict(base: &ViewEntry, dt_ticks: u32) -> (i32, i32) {
     )
 }
 
-/// Ticks a delta frame's positions are predicted over: its tick minus its baseline's,
+/// Ticks a delta snapshot's positions are predicted over: its tick minus its baseline's,
 /// modulo 2^32.
-fn frame_dt(header: &SnapshotHeader, baseline_tick: u32) -> u32 {
+fn snapshot_dt(header: &SnapshotHeader, baseline_tick: u32) -> u32 {
     header.tick.wrapping_sub(baseline_tick)
 }
 
-/// Upper bound of the bits one update takes, whatever update precedes it in the frame:
+/// Upper bound of the bits one update takes, whatever update precedes it in the snapshot:
 /// the id gap is at most `id` and code length never decreases with the value, so the
 /// gap is costed as `ue_bits(id, 4)`; the `is_new` bit and the payload are exact.
 /// `old` is the baseline entry the client holds for this id, if any, and `dt_ticks` the
-/// frame's tick minus the baseline's (wrapping; only used when `old` is `Some`).
+/// snapshot's tick minus the baseline's (wrapping; only used when `old` is `Some`).
 pub fn update_bits_max(id: u32, old: Option<&ViewEntry>, new: &ViewEntry, dt_ticks: u32) -> u32 {
     ue_bits(id, ID_GAP_K) + 1 + payload_bits(old, new, dt_ticks)
 }
@@ -161,7 +161,7 @@ pub fn removal_bits_max(id: u32) -> u32 {
     ue_bits(id, ID_GAP_K)
 }
 
-/// Upper bound of the frame length in bytes, given the counts and the sum of the
+/// Upper bound of the snapshot length in bytes, given the counts and the sum of the
 /// per-entry bounds from [`update_bits_max`] and [`removal_bits_max`]: the oracle the
 /// encoder's property test checks the selector's budget arithmetic against.
 #[cfg(test)]
@@ -421,7 +421,7 @@ fn disjoint_ascending(a: &[u32], b: impl Iterator<Item = u32>) -> bool {
     true
 }
 
-/// Encodes one frame into `out`, which is cleared first. `removed` holds the ids to
+/// Encodes one snapshot into `out`, which is cleared first. `removed` holds the ids to
 /// remove from the baseline, ascending; `updates` holds (baseline entry if the client
 /// has one, new entry), ascending by the new entry's id. A delta's baseline entry must
 /// have the same id and kind. Delta positions are coded against [`predict`] over the
@@ -455,7 +455,7 @@ pub fn encode_snapshot(
     out.extend_from_slice(&header.score.to_le_bytes());
 
     // A full snapshot has no deltas, so its dt is never used.
-    let dt = header.baseline_tick.map_or(0, |b| frame_dt(header, b));
+    let dt = header.baseline_tick.map_or(0, |b| snapshot_dt(header, b));
     let mut w = BitWriter::new(out);
     w.write_ue(count_u32(removed.len()), COUNT_K);
     let mut prev = None;
@@ -491,7 +491,7 @@ pub fn encode_snapshot(
     w.finish();
 }
 
-/// Reads the byte-aligned header. The version is checked first, so a frame of a later
+/// Reads the byte-aligned header. The version is checked first, so a snapshot of a later
 /// version is reported as such even if its header is laid out differently.
 pub fn decode_snapshot_header(bytes: &[u8]) -> Result<SnapshotHeader, DecodeError> {
     let Some(&found) = bytes.first() else {
@@ -608,7 +608,7 @@ fn copy_baseline_below(
     }
 }
 
-/// `pred + residual` as a position; computed in i64 because a malformed frame's residual
+/// `pred + residual` as a position; computed in i64 because a malformed snapshot's residual
 /// can be any i32.
 fn apply_position(pred: i32, residual: i32, id: u32, field: &'static str) -> Result<u16, DecodeError> {
     u16::try_from(i64::from(pred) + i64::from(residual))
@@ -622,28 +622,28 @@ fn apply_i8(base: i8, diff: i32, id: u32, field: &'static str) -> Result<i8, Dec
 /// Decodes `bytes` and applies it to `baseline`, writing the new view (ascending by id)
 /// to `out`, which is cleared first and left empty on error. A full snapshot (no
 /// baseline tick) is applied to the empty view whatever `baseline` holds. Runs in
-/// O(baseline + frame) with no allocation beyond `out`'s growth.
+/// O(baseline + snapshot) with no allocation beyond `out`'s growth.
 pub fn apply_snapshot(
     bytes: &[u8],
     baseline: &[ViewEntry],
     out: &mut Vec<ViewEntry>,
 ) -> Result<SnapshotHeader, DecodeError> {
     out.clear();
-    let result = apply_frame_into(bytes, baseline, out);
+    let result = apply_snapshot_into(bytes, baseline, out);
     if result.is_err() {
         out.clear();
     }
     result
 }
 
-fn apply_frame_into(
+fn apply_snapshot_into(
     bytes: &[u8],
     baseline: &[ViewEntry],
     out: &mut Vec<ViewEntry>,
 ) -> Result<SnapshotHeader, DecodeError> {
     let header = decode_snapshot_header(bytes)?;
     // A full snapshot has no deltas, so its dt is never used.
-    let dt = header.baseline_tick.map_or(0, |b| frame_dt(&header, b));
+    let dt = header.baseline_tick.map_or(0, |b| snapshot_dt(&header, b));
     let baseline = if header.baseline_tick.is_some() {
         baseline
     } else {
@@ -966,11 +966,11 @@ mod tests {
         assert_eq!(stream_bits(&out), "101110011100001010110000");
     }
 
-    /// The stream bits of a frame (after the header) as '0'/'1' in stream order.
-    fn stream_bits(frame: &[u8]) -> String {
-        (0..(frame.len() - SNAPSHOT_HEADER_BYTES) * 8)
+    /// The stream bits of a snapshot (after the header) as '0'/'1' in stream order.
+    fn stream_bits(snapshot: &[u8]) -> String {
+        (0..(snapshot.len() - SNAPSHOT_HEADER_BYTES) * 8)
             .map(|i| {
-                if (frame[SNAPSHOT_HEADER_BYTES + i / 8] >> (i % 8)) & 1 == 1 {
+                if (snapshot[SNAPSHOT_HEADER_BYTES + i / 8] >> (i % 8)) & 1 == 1 {
                     '1'
                 } else {
                     '0'
@@ -1001,16 +1001,16 @@ mod tests {
             avatar_id: 0,
             score: 0,
         };
-        let mut frame = Vec::new();
-        encode_snapshot(&mut frame, &header, &[], &[(Some(base), new)]);
+        let mut snapshot = Vec::new();
+        encode_snapshot(&mut snapshot, &header, &[], &[(Some(base), new)]);
         // removed_count 0, update_count 1, gap 0, is_new 0, "10" "10" "1" "1": 20 bits, then
         // 4 padding bits.
         assert_eq!(
-            stream_bits(&frame),
+            stream_bits(&snapshot),
             "1000_1001_10000_0_10_10_1_1_0000".replace('_', "")
         );
         let mut view = Vec::new();
-        assert_eq!(apply_snapshot(&frame, &[base], &mut view), Ok(header));
+        assert_eq!(apply_snapshot(&snapshot, &[base], &mut view), Ok(header));
         assert_eq!(view, [new]);
     }
 
@@ -1051,7 +1051,7 @@ mod tests {
             assert_eq!(predict(&base, dt), clamped, "dt {dt}");
         }
 
-        // The baseline tick is after the frame's, so dt wraps to 2^32 - 5: clamped to 1024.
+        // The baseline tick is after the snapshot's, so dt wraps to 2^32 - 5: clamped to 1024.
         let header = SnapshotHeader {
             tick: 5,
             baseline_tick: Some(10),
@@ -1060,17 +1060,17 @@ mod tests {
         };
         let dt = header.tick.wrapping_sub(10);
         let new = entry(5, 0, 0, 65535, -128, 127);
-        let mut frame = Vec::new();
-        encode_snapshot(&mut frame, &header, &[], &[(Some(base), new)]);
+        let mut snapshot = Vec::new();
+        encode_snapshot(&mut snapshot, &header, &[], &[(Some(base), new)]);
         // Residuals +4096 and -4064 against the clamped prediction.
         let expected = se_bits(4096, POS_DELTA_K) + se_bits(-4064, POS_DELTA_K) + 2;
         assert_eq!(payload_bits(Some(&base), &new, dt), expected);
         let exact = ue_bits(0, COUNT_K) + ue_bits(1, COUNT_K) + update_bits_max(5, Some(&base), &new, dt)
             - ue_bits(5, ID_GAP_K)
             + ue_bits(5, ID_GAP_K);
-        assert_eq!(frame.len(), SNAPSHOT_HEADER_BYTES + exact.div_ceil(8) as usize);
+        assert_eq!(snapshot.len(), SNAPSHOT_HEADER_BYTES + exact.div_ceil(8) as usize);
         let mut view = Vec::new();
-        assert_eq!(apply_snapshot(&frame, &[base], &mut view), Ok(header));
+        assert_eq!(apply_snapshot(&snapshot, &[base], &mut view), Ok(header));
         assert_eq!(view, [new]);
     }
 
@@ -1080,10 +1080,10 @@ mod tests {
         // the u16 range: rejected, not overflowed.
         let base = [entry(0, 0, 65535, 0, 127, -128)];
         for (rx, ry, field) in [(i32::MAX, 0, "qx"), (-65535 - 4064, i32::MIN, "qy")] {
-            let mut frame = encode_delta(&[], &[]);
-            frame[1..5].copy_from_slice(&2000u32.to_le_bytes());
-            frame.truncate(SNAPSHOT_HEADER_BYTES);
-            let mut w = BitWriter::new(&mut frame);
+            let mut snapshot = encode_delta(&[], &[]);
+            snapshot[1..5].copy_from_slice(&2000u32.to_le_bytes());
+            snapshot.truncate(SNAPSHOT_HEADER_BYTES);
+            let mut w = BitWriter::new(&mut snapshot);
             w.write_ue(0, COUNT_K);
             w.write_ue(1, COUNT_K);
             w.write_ue(0, ID_GAP_K);
@@ -1094,13 +1094,13 @@ mod tests {
             w.write_se(0, VEL_DELTA_K);
             w.finish();
             assert_eq!(
-                apply_snapshot(&frame, &base, &mut Vec::new()),
+                apply_snapshot(&snapshot, &base, &mut Vec::new()),
                 Err(DecodeError::FieldOutOfRange { id: 0, field })
             );
         }
     }
 
-    /// Encodes a delta frame against a baseline tick of 1.
+    /// Encodes a delta snapshot against a baseline tick of 1.
     fn encode_delta(removed: &[u32], updates: &[(Option<ViewEntry>, ViewEntry)]) -> Vec<u8> {
         let header = SnapshotHeader {
             tick: 2,
@@ -1117,7 +1117,7 @@ mod tests {
     fn semantic_errors() {
         let base = example_baseline();
         let mut view = Vec::new();
-        let mut apply = |frame: &[u8]| apply_snapshot(frame, &base, &mut view).map(|_| ());
+        let mut apply = |snapshot: &[u8]| apply_snapshot(snapshot, &base, &mut view).map(|_| ());
         // Encoded by hand-built lists that break the apply rules; the encoder's debug
         // checks only guard ordering and kinds, so these go through.
         assert_eq!(
@@ -1140,16 +1140,16 @@ mod tests {
         );
         // base[0].qx is 10, so a delta of -70 goes below zero.
         let (from, to) = (entry(3, 0, 70, 0, 0, 0), entry(3, 0, 0, 0, 0, 0));
-        let mut frame = encode_delta(&[], &[(Some(from), to)]);
+        let mut snapshot = encode_delta(&[], &[(Some(from), to)]);
         assert_eq!(
-            apply(&frame),
+            apply(&snapshot),
             Err(DecodeError::FieldOutOfRange { id: 3, field: "qx" })
         );
         // base[1].qvy is -2, so a delta of +130 goes above 127.
         let fast = entry(7, 1, 100, 200, 3, 127);
-        frame = encode_delta(&[], &[(Some(entry(7, 1, 100, 200, 3, -3)), fast)]);
+        snapshot = encode_delta(&[], &[(Some(entry(7, 1, 100, 200, 3, -3)), fast)]);
         assert_eq!(
-            apply(&frame),
+            apply(&snapshot),
             Err(DecodeError::FieldOutOfRange { id: 7, field: "qvy" })
         );
         let unsorted = [base[1], base[0]];
@@ -1162,11 +1162,11 @@ mod tests {
 
     #[test]
     fn delta_of_removed_id_is_rejected() {
-        // The encoder refuses this list in debug builds, so the frame is written by hand:
+        // The encoder refuses this list in debug builds, so the snapshot is written by hand:
         // removed [7], update id 7 as a zero delta.
-        let mut frame = encode_delta(&[], &[]);
-        frame.truncate(SNAPSHOT_HEADER_BYTES);
-        let mut w = BitWriter::new(&mut frame);
+        let mut snapshot = encode_delta(&[], &[]);
+        snapshot.truncate(SNAPSHOT_HEADER_BYTES);
+        let mut w = BitWriter::new(&mut snapshot);
         w.write_ue(1, 3);
         w.write_ue(7, 4);
         w.write_ue(1, 3);
@@ -1178,7 +1178,7 @@ mod tests {
         w.finish();
         let base = example_baseline();
         assert_eq!(
-            apply_snapshot(&frame, &base, &mut Vec::new()),
+            apply_snapshot(&snapshot, &base, &mut Vec::new()),
             Err(DecodeError::DeltaRemoved { id: 7 })
         );
     }
@@ -1216,23 +1216,23 @@ mod tests {
         );
         assert!(view.is_empty());
         // removed_count = 4097 (ue(3): w = 4105, 13 bits, so 9 zeros).
-        let mut frame = EXAMPLE_FRAME[..SNAPSHOT_HEADER_BYTES].to_vec();
-        let mut w = BitWriter::new(&mut frame);
+        let mut snapshot = EXAMPLE_FRAME[..SNAPSHOT_HEADER_BYTES].to_vec();
+        let mut w = BitWriter::new(&mut snapshot);
         w.write_ue(4097, 3);
         w.finish();
         assert_eq!(
-            apply_snapshot(&frame, &base, &mut view),
+            apply_snapshot(&snapshot, &base, &mut view),
             Err(DecodeError::CountTooLarge { count: 4097 })
         );
         // Two removals: id u32::MAX, then any gap overflows.
-        let mut frame = EXAMPLE_FRAME[..SNAPSHOT_HEADER_BYTES].to_vec();
-        let mut w = BitWriter::new(&mut frame);
+        let mut snapshot = EXAMPLE_FRAME[..SNAPSHOT_HEADER_BYTES].to_vec();
+        let mut w = BitWriter::new(&mut snapshot);
         w.write_ue(2, 3);
         w.write_ue(u32::MAX, 4);
         w.write_ue(0, 4);
         w.finish();
         assert_eq!(
-            apply_snapshot(&frame, &base, &mut view),
+            apply_snapshot(&snapshot, &base, &mut view),
             Err(DecodeError::IdOverflow {
                 prev: u32::MAX,
                 gap: 0
@@ -1327,7 +1327,7 @@ mod tests {
     }
 
     /// A delta header `dt` ticks after its baseline; the baseline tick is near the top
-    /// of the u32 range, so the frame's tick wraps for dt above 8.
+    /// of the u32 range, so the snapshot's tick wraps for dt above 8.
     fn delta_header(dt: u32) -> SnapshotHeader {
         let baseline_tick = u32::MAX - 9;
         SnapshotHeader {
@@ -1343,17 +1343,17 @@ mod tests {
         fn round_trip((dt, base, new) in view_pair(), send_unchanged in any::<bool>()) {
             let (removed, updates) = diff(&base, &new, send_unchanged);
             let header = delta_header(dt);
-            let mut frame = Vec::new();
-            encode_snapshot(&mut frame, &header, &removed, &updates);
+            let mut snapshot = Vec::new();
+            encode_snapshot(&mut snapshot, &header, &removed, &updates);
             let mut view = vec![entry(1, 0, 0, 0, 0, 0)];
-            prop_assert_eq!(apply_snapshot(&frame, &base, &mut view), Ok(header));
+            prop_assert_eq!(apply_snapshot(&snapshot, &base, &mut view), Ok(header));
             prop_assert_eq!(&view, &new);
 
             // The same view as a full snapshot.
             let full = SnapshotHeader { baseline_tick: None, ..header };
             let inserts: Vec<_> = new.iter().map(|e| (None, *e)).collect();
-            encode_snapshot(&mut frame, &full, &[], &inserts);
-            prop_assert_eq!(apply_snapshot(&frame, &base, &mut view), Ok(full));
+            encode_snapshot(&mut snapshot, &full, &[], &inserts);
+            prop_assert_eq!(apply_snapshot(&snapshot, &base, &mut view), Ok(full));
             prop_assert_eq!(&view, &new);
         }
 
@@ -1375,12 +1375,12 @@ mod tests {
                 exact += u64::from(max - ue_bits(n.id, ID_GAP_K) + ue_bits(id_gap(prev, n.id), ID_GAP_K));
                 prev = Some(n.id);
             }
-            let mut frame = Vec::new();
-            encode_snapshot(&mut frame, &delta_header(dt), &removed, &updates);
+            let mut snapshot = Vec::new();
+            encode_snapshot(&mut snapshot, &delta_header(dt), &removed, &updates);
             let (rc, uc) = (removed.len() as u32, updates.len() as u32);
-            prop_assert!(frame.len() <= snapshot_bytes_max(rc, uc, payload_max));
+            prop_assert!(snapshot.len() <= snapshot_bytes_max(rc, uc, payload_max));
             // With the true gaps the cost functions give the exact length.
-            prop_assert_eq!(frame.len(), snapshot_bytes_max(rc, uc, exact));
+            prop_assert_eq!(snapshot.len(), snapshot_bytes_max(rc, uc, exact));
         }
 
         #[test]
@@ -1395,11 +1395,11 @@ mod tests {
             tail in prop::collection::vec(any::<u8>(), 0..256),
             base in view_map(),
         ) {
-            let mut frame = EXAMPLE_FRAME[..SNAPSHOT_HEADER_BYTES].to_vec();
-            frame.extend_from_slice(&tail);
+            let mut snapshot = EXAMPLE_FRAME[..SNAPSHOT_HEADER_BYTES].to_vec();
+            snapshot.extend_from_slice(&tail);
             let base = to_view(&base);
             let mut view = Vec::new();
-            if apply_snapshot(&frame, &base, &mut view).is_ok() {
+            if apply_snapshot(&snapshot, &base, &mut view).is_ok() {
                 prop_assert!(view.windows(2).all(|w| w[0].id < w[1].id));
             } else {
                 prop_assert!(view.is_empty());
@@ -1407,17 +1407,17 @@ mod tests {
         }
 
         #[test]
-        fn truncated_and_extended_frames_fail((dt, base, new) in view_pair(), extra in 1usize..4) {
+        fn truncated_and_extended_snapshots_fail((dt, base, new) in view_pair(), extra in 1usize..4) {
             let (removed, updates) = diff(&base, &new, false);
-            let mut frame = Vec::new();
-            encode_snapshot(&mut frame, &delta_header(dt), &removed, &updates);
+            let mut snapshot = Vec::new();
+            encode_snapshot(&mut snapshot, &delta_header(dt), &removed, &updates);
             let mut view = Vec::new();
-            for len in 0..frame.len() {
-                let result = apply_snapshot(&frame[..len], &base, &mut view);
+            for len in 0..snapshot.len() {
+                let result = apply_snapshot(&snapshot[..len], &base, &mut view);
                 prop_assert!(matches!(result, Err(DecodeError::Truncated { .. })), "len {}: {:?}", len, result);
             }
-            frame.extend(std::iter::repeat_n(0, extra));
-            prop_assert_eq!(apply_snapshot(&frame, &base, &mut view), Err(DecodeError::TrailingBytes { count: extra }));
+            snapshot.extend(std::iter::repeat_n(0, extra));
+            prop_assert_eq!(apply_snapshot(&snapshot, &base, &mut view), Err(DecodeError::TrailingBytes { count: extra }));
         }
     }
 }

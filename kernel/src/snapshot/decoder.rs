@@ -1,8 +1,8 @@
-//! Client-side snapshot decoder that keeps its recently decoded views, so a frame can be
+//! Client-side snapshot decoder that keeps its recently decoded views, so a snapshot can be
 //! applied to whichever of them the server chose as its baseline.
 //!
 //! The server deltas against a view the client acknowledged, and acknowledgements lag
-//! behind the frames in flight, so the baseline is usually a few ticks old rather than
+//! behind the snapshots in flight, so the baseline is usually a few ticks old rather than
 //! the latest view. Keeping a ring of the last views covers that lag.
 
 use crate::snapshot::codec::{apply_snapshot, decode_snapshot_header, DecodeError, SnapshotHeader};
@@ -11,13 +11,13 @@ use crate::snapshot::ViewEntry;
 /// How many decoded views a [`ClientDecoder`] keeps.
 pub const DECODER_RING_LEN: usize = 32;
 
-/// Decodes frames against the views it decoded before.
+/// Decodes snapshots against the views it decoded before.
 #[derive(Debug)]
 pub struct ClientDecoder {
     /// (tick, view) pairs in no particular order, at most `DECODER_RING_LEN`.
     slots: Vec<(u32, Vec<ViewEntry>)>,
-    /// Decode target. A frame is applied here first and swapped into a slot only on
-    /// success, so a bad frame leaves the stored views untouched; the swap hands the
+    /// Decode target. A snapshot is applied here first and swapped into a slot only on
+    /// success, so a bad snapshot leaves the stored views untouched; the swap hands the
     /// evicted view's buffer back as the next target, so steady-state decoding does not
     /// allocate.
     scratch: Vec<ViewEntry>,
@@ -30,7 +30,7 @@ impl Default for ClientDecoder {
 }
 
 impl ClientDecoder {
-    /// A decoder holding no views; its first frame must be a full snapshot.
+    /// A decoder holding no views; its first snapshot must be a full snapshot.
     pub fn new() -> Self {
         Self {
             slots: Vec::with_capacity(DECODER_RING_LEN),
@@ -38,13 +38,13 @@ impl ClientDecoder {
         }
     }
 
-    /// Decodes `frame` against its baseline (the empty view for a full snapshot, else
-    /// the stored view of its baseline tick), stores the result under the frame's tick
+    /// Decodes `snapshot` against its baseline (the empty view for a full snapshot, else
+    /// the stored view of its baseline tick), stores the result under the snapshot's tick
     /// and returns it. A view already stored under that tick is replaced; otherwise,
     /// when the ring is full, the view with the lowest tick is evicted. On error nothing
     /// changes.
-    pub fn decode(&mut self, frame: &[u8]) -> Result<(SnapshotHeader, &[ViewEntry]), DecodeError> {
-        let header = decode_snapshot_header(frame)?;
+    pub fn decode(&mut self, snapshot: &[u8]) -> Result<(SnapshotHeader, &[ViewEntry]), DecodeError> {
+        let header = decode_snapshot_header(snapshot)?;
         let baseline: &[ViewEntry] = match header.baseline_tick {
             None => &[],
             Some(baseline_tick) => self
@@ -54,7 +54,7 @@ impl ClientDecoder {
                 .map(|(_, view)| view.as_slice())
                 .ok_or(DecodeError::BaselineMissing { baseline_tick })?,
         };
-        apply_snapshot(frame, baseline, &mut self.scratch)?;
+        apply_snapshot(snapshot, baseline, &mut self.scratch)?;
 
         let index = match self.slots.iter().position(|(tick, _)| *tick == header.tick) {
             Some(index) => index,
@@ -108,7 +108,7 @@ mod tests {
         }
     }
 
-    fn frame(
+    fn snapshot(
         tick: u32,
         baseline_tick: Option<u32>,
         removed: &[u32],
@@ -129,16 +129,16 @@ mod tests {
     fn decodes_against_any_stored_baseline() {
         let mut dec = ClientDecoder::new();
         assert_eq!(dec.newest_tick(), None);
-        let full = frame(1, None, &[], &[(None, entry(2, 10)), (None, entry(5, 20))]);
+        let full = snapshot(1, None, &[], &[(None, entry(2, 10)), (None, entry(5, 20))]);
         let (header, view) = dec.decode(&full).unwrap();
         assert_eq!(header.tick, 1);
         assert_eq!(view, [entry(2, 10), entry(5, 20)]);
 
-        let delta = frame(2, Some(1), &[2], &[(Some(entry(5, 20)), entry(5, 21))]);
+        let delta = snapshot(2, Some(1), &[2], &[(Some(entry(5, 20)), entry(5, 21))]);
         assert_eq!(dec.decode(&delta).unwrap().1, [entry(5, 21)]);
 
         // Tick 3 against the older baseline 1, as when tick 2's ack has not arrived.
-        let older = frame(
+        let older = snapshot(
             3,
             Some(1),
             &[],
@@ -158,18 +158,19 @@ mod tests {
     #[test]
     fn errors_change_nothing() {
         let mut dec = ClientDecoder::new();
-        let delta = frame(2, Some(1), &[], &[]);
+        let delta = snapshot(2, Some(1), &[], &[]);
         assert_eq!(
             dec.decode(&delta),
             Err(DecodeError::BaselineMissing { baseline_tick: 1 })
         );
         assert_eq!(dec.newest_tick(), None);
 
-        dec.decode(&frame(1, None, &[], &[(None, entry(2, 10))])).unwrap();
-        // A valid frame whose removal names an id the baseline lacks.
-        let bad = frame(1, Some(1), &[3], &[]);
+        dec.decode(&snapshot(1, None, &[], &[(None, entry(2, 10))]))
+            .unwrap();
+        // A valid snapshot whose removal names an id the baseline lacks.
+        let bad = snapshot(1, Some(1), &[3], &[]);
         assert_eq!(dec.decode(&bad), Err(DecodeError::RemovedUnknown { id: 3 }));
-        let mut truncated = frame(2, Some(1), &[], &[(None, entry(4, 0))]);
+        let mut truncated = snapshot(2, Some(1), &[], &[(None, entry(4, 0))]);
         truncated.pop();
         assert!(matches!(
             dec.decode(&truncated),
@@ -183,13 +184,13 @@ mod tests {
     #[test]
     fn ring_evicts_lowest_tick() {
         let mut dec = ClientDecoder::new();
-        dec.decode(&frame(100, None, &[], &[(None, entry(0, 0))]))
+        dec.decode(&snapshot(100, None, &[], &[(None, entry(0, 0))]))
             .unwrap();
         for tick in 101..100 + DECODER_RING_LEN as u32 + 1 {
             let prev = entry(0, (tick - 101) as u16);
             let next = entry(0, (tick - 100) as u16);
             let (_, view) = dec
-                .decode(&frame(tick, Some(tick - 1), &[], &[(Some(prev), next)]))
+                .decode(&snapshot(tick, Some(tick - 1), &[], &[(Some(prev), next)]))
                 .unwrap();
             assert_eq!(view, [next]);
         }
@@ -198,11 +199,11 @@ mod tests {
         assert_eq!(dec.view(100), None, "the oldest view is evicted");
         assert!(dec.view(101).is_some());
         assert_eq!(
-            dec.decode(&frame(newest + 1, Some(100), &[], &[])),
+            dec.decode(&snapshot(newest + 1, Some(100), &[], &[])),
             Err(DecodeError::BaselineMissing { baseline_tick: 100 })
         );
         // Re-decoding a stored tick replaces it in place rather than evicting another.
-        let again = frame(newest, Some(101), &[], &[]);
+        let again = snapshot(newest, Some(101), &[], &[]);
         assert_eq!(dec.decode(&again).unwrap().1, [entry(0, 1)]);
         assert!(dec.view(101).is_some());
         assert_eq!(dec.view(newest), Some(&[entry(0, 1)][..]));

@@ -1,5 +1,5 @@
 //! One client's snapshot stream: its baseline ring, token bucket and priorities, and the
-//! per-snapshot build that turns the world into that client's next frame.
+//! per-snapshot build that turns the world into that client's next snapshot.
 
 use super::codec::{self, SnapshotHeader, SNAPSHOT_HEADER_BYTES};
 use super::view::{ViewEntry, KIND_AVATAR, KIND_BOID};
@@ -25,12 +25,12 @@ pub struct Interest {
     pub priority: u32,
 }
 
-/// The snapshot state of one joined client. Everything here but `frame*` is world state:
-/// it decides future frames, so it is hashed (through `digest`) and checkpointed.
+/// The snapshot state of one joined client. Everything here but `snapshot*` is world state:
+/// it decides future snapshots, so it is hashed (through `digest`) and checkpointed.
 #[derive(Clone, Debug)]
 pub(crate) struct ClientStream {
     /// Token bucket, in bytes: refilled by the average budget per snapshot, capped at the
-    /// hard cap per snapshot; a frame never spends more than is in it.
+    /// hard cap per snapshot; a snapshot never spends more than is in it.
     pub tokens_bytes: u32,
     pub ring_tick: [u32; BASELINE_RING_LEN],
     pub ring_len: [u16; BASELINE_RING_LEN],
@@ -41,9 +41,9 @@ pub(crate) struct ClientStream {
     pub interest: Vec<Interest>,
     /// blake3 of all of the above, refreshed by every build.
     pub digest: [u8; 32],
-    /// The frame of this client's latest snapshot (output, not state).
-    pub frame: Vec<u8>,
-    pub frame_digest: [u8; 32],
+    /// The snapshot of this client's latest snapshot (output, not state).
+    pub snapshot: Vec<u8>,
+    pub snapshot_digest: [u8; 32],
 }
 
 /// Borrowed world data a snapshot build reads.
@@ -125,8 +125,8 @@ impl ClientStream {
             arena: vec![ViewEntry::default(); BASELINE_RING_LEN * VIEW_ENTITIES_MAX],
             interest: Vec::with_capacity(VIEW_ENTITIES_MAX),
             digest: [0; 32],
-            frame: Vec::with_capacity(budget_cap_bytes as usize),
-            frame_digest: [0; 32],
+            snapshot: Vec::with_capacity(budget_cap_bytes as usize),
+            snapshot_digest: [0; 32],
         };
         s.refresh_digest();
         s
@@ -189,7 +189,7 @@ impl ClientStream {
         self.digest = *h.finalize().as_bytes();
     }
 
-    /// Builds this client's frame for `ctx.tick` into `self.frame` and advances the stream.
+    /// Builds this client's snapshot for `ctx.tick` into `self.snapshot` and advances the stream.
     pub fn build(
         &mut self,
         ctx: &SnapshotContext<'_>,
@@ -355,16 +355,16 @@ impl ClientStream {
             avatar_id: own_id,
             score,
         };
-        codec::encode_snapshot(&mut self.frame, &header, &sc.removed, &sc.updates);
+        codec::encode_snapshot(&mut self.snapshot, &header, &sc.removed, &sc.updates);
         assert!(
-            self.frame.len() as u64 <= budget_bytes,
+            self.snapshot.len() as u64 <= budget_bytes,
             "snapshot of {} bytes over its budget of {budget_bytes}",
-            self.frame.len()
+            self.snapshot.len()
         );
-        self.tokens_bytes -= self.frame.len() as u32;
-        self.frame_digest = *blake3::hash(&self.frame).as_bytes();
+        self.tokens_bytes -= self.snapshot.len() as u32;
+        self.snapshot_digest = *blake3::hash(&self.snapshot).as_bytes();
 
-        // 6. Remember what the client will hold after this frame: the baseline without the
+        // 6. Remember what the client will hold after this snapshot: the baseline without the
         // removed ids, with the updates applied.
         let new_start = new_slot * VIEW_ENTITIES_MAX;
         let new_len = {

@@ -2,7 +2,7 @@
 //!
 //! The step itself is split by concern: `rules` applies the tick's inputs (join, steer,
 //! cast, ack, leave), `avatars` moves the players' avatars, `step` runs the phases of a
-//! tick on the shards and seals it (leaf hashes, state root, frames), and `inspect` holds
+//! tick on the shards and seals it (leaf hashes, state root, snapshots), and `inspect` holds
 //! the read-only views tools and tests use to explain a state.
 //!
 //! The boids live in the grid's slot order (`grid_boids[k]` is boid `grid.order()[k]`), not
@@ -214,7 +214,7 @@ impl World {
                     hash::stream_chunk(c as u32, std::iter::repeat_n(None, n))
                 })
                 .collect(),
-            output: TickOutput::with_frame_capacity(slots),
+            output: TickOutput::with_snapshot_capacity(slots),
             tick: state.tick,
             terrain,
             zones,

@@ -1,11 +1,11 @@
-//! The phases of a tick, and sealing it: leaf hashes, the state root and the frames.
+//! The phases of a tick, and sealing it: leaf hashes, the state root and the snapshots.
 //!
 //! Serial: the inputs (`rules`) and the avatars (`avatars`). Sharded by band of the boid
 //! grid: every boid's next state from the previous tick (double-buffered), then the grid
 //! re-sorted on the new positions (`UniformGrid::resort_sharded`). Sharded again: hash the
-//! changed leaves of the state and build the frames of the clients due a snapshot (each
+//! changed leaves of the state and build the snapshots of the clients due one (each
 //! claimed by whichever shard is free). Serial: fold the leaves into the state root and
-//! collect the frames in slot order.
+//! collect the snapshots in slot order.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -43,13 +43,13 @@ impl ShardScratch {
     }
 }
 
-/// Which boid leaves a seal rehashes, and whether it builds frames.
+/// Which boid leaves a seal rehashes, and whether it builds snapshots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Seal {
     /// After a step: the think group that thought and the groups a cast touched; the
-    /// frames of the clients due a snapshot.
+    /// snapshots of the clients due one.
     Step,
-    /// After the state was replaced (construction, restore): every leaf, no frames.
+    /// After the state was replaced (construction, restore): every leaf, no snapshots.
     Rebuilt,
 }
 
@@ -155,13 +155,13 @@ impl World {
         std::mem::swap(&mut self.grid_boids, &mut self.grid_boids_next);
     }
 
-    /// Seals a state rebuilt from scratch: every leaf hashed, the root, no frames.
+    /// Seals a state rebuilt from scratch: every leaf hashed, the root, no snapshots.
     pub(super) fn seal_rebuilt(&mut self) {
         self.seal(Seal::Rebuilt);
     }
 
-    /// Sharded: leaf hashes of boids and players, and (after a step) the frames of the
-    /// clients due a snapshot. Serial: stream leaves, the state root, the frames in slot
+    /// Sharded: leaf hashes of boids and players, and (after a step) the snapshots of the
+    /// clients due a snapshot. Serial: stream leaves, the state root, the snapshots in slot
     /// order and their root.
     fn seal(&mut self, seal: Seal) {
         let shards = self.pool.shard_count();
@@ -175,7 +175,7 @@ impl World {
         self.due_avatars.clear();
         if seal == Seal::Step {
             // Clients are staggered over the interval by slot, so each tick builds an equal
-            // share of the frames.
+            // share of the snapshots.
             let interval = self.config.snapshot_interval_ticks;
             let due = |(_, a): &(usize, &Avatar)| (a.slot + self.tick) % interval == 0;
             let due = self.avatars.iter().enumerate().filter(due).map(|(i, _)| i as u32);
@@ -236,7 +236,7 @@ impl World {
                     unsafe { *player_leaves.get_mut(c) = leaf };
                 }
                 // Frames are claimed one at a time: their costs differ widely (a client in a
-                // crowd sees far more than one alone), and which shard builds a frame changes
+                // crowd sees far more than one alone), and which shard builds a snapshot changes
                 // nothing in it.
                 loop {
                     let i = next_due.fetch_add(1, Ordering::Relaxed);
@@ -278,10 +278,10 @@ impl World {
                 continue;
             };
             let client = self.players[a.slot as usize].client;
-            out.push_snapshot(client, a.slot, &stream.frame);
+            out.push_snapshot(client, a.slot, &stream.snapshot);
             fh.update(&client.to_le_bytes());
-            fh.update(&(stream.frame.len() as u32).to_le_bytes());
-            fh.update(&stream.frame_digest);
+            fh.update(&(stream.snapshot.len() as u32).to_le_bytes());
+            fh.update(&stream.snapshot_digest);
         }
         out.snapshots_root = *fh.finalize().as_bytes();
     }
