@@ -56,6 +56,9 @@ pub use terrain::{Terrain, TerrainError};
 pub use world::{World, WorldError};
 pub use zones::{Zone, Zones};
 
+#[cfg(feature = "testkit")]
+pub mod testkit;
+
 /// Hooks the benchmarks time directly: the leaf hashes of one step.
 #[cfg(feature = "bench-hooks")]
 pub mod bench_hooks {

@@ -6,4 +6,7 @@ pub mod divergence;
 pub mod format;
 pub mod tools;
 
+#[cfg(feature = "testkit")]
+pub mod testkit;
+
 pub use format::{Recording, RecordingError, RecordingMeta, RecordingWriter, WriterOptions};

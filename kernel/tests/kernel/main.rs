@@ -11,21 +11,9 @@ mod snapshots;
 
 use migratory_kernel::{Input, TickInputs, World, WorldConfig};
 
-/// A small, dense world that steps in tens of microseconds.
+/// The shared small world with 600 boids.
 pub fn small_config(seed: u64) -> WorldConfig {
-    WorldConfig {
-        seed,
-        world_size_mm: 192_000,
-        terrain_grid_cells: 192,
-        terrain_cell_size_mm: 1_000,
-        hunting_field_count: 2,
-        hunting_field_radius_mm: 20_000,
-        town_radius_mm: 15_000,
-        boid_count: 600,
-        view_radius_mm: 30_000,
-        client_slots_max: 8,
-        ..WorldConfig::default()
-    }
+    migratory_kernel::testkit::small_config(seed, 600)
 }
 
 /// Steps `world` through `stream` (inputs per tick), returning every tick's

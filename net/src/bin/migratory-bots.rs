@@ -73,30 +73,24 @@ fn main() -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     runtime.block_on(async {
         let report = bots::run(&options).await;
-        let mut json = report.to_json();
+        let mut json = serde_json::to_value(&report).expect("a report of plain numbers serializes");
         if !args.no_server_metrics {
             if let Some(host) = bots::host_of(&args.url) {
                 if let Ok((200, text)) = bots::http_get(host, "/metrics").await {
-                    let q = |name: &str, labels: &str| sample(&text, name, labels).unwrap_or(f64::NAN);
-                    let server = format!(
-                        ",\"server\":{{\"ticks\":{},\"loop_p50_ms\":{:.3},\"loop_p99_ms\":{:.3},\
-                         \"loop_max_ms\":{:.3},\"step_p99_ms\":{:.3},\"overruns\":{},\"skipped\":{},\
-                         \"state_updates_dropped\":{},\"evictions\":{},\"clients\":{}}}",
-                        q("migratory_ticks_total", ""),
-                        q("migratory_tick_loop_seconds", "{quantile=\"0.5\"}") * 1e3,
-                        q("migratory_tick_loop_seconds", "{quantile=\"0.99\"}") * 1e3,
-                        q("migratory_tick_loop_seconds", "{quantile=\"1\"}") * 1e3,
-                        q(
-                            "migratory_tick_phase_seconds",
-                            "{phase=\"step\",quantile=\"0.99\"}"
-                        ) * 1e3,
-                        q("migratory_tick_overruns_total", ""),
-                        q("migratory_ticks_skipped_total", ""),
-                        q("migratory_state_updates_dropped_total", ""),
-                        q("migratory_evictions_total", ""),
-                        q("migratory_clients", ""),
-                    );
-                    json.insert_str(json.len() - 1, &server);
+                    let q = |name: &str, labels: &str| sample(&text, name, labels);
+                    let ms = |name: &str, labels: &str| q(name, labels).map(|s| s * 1e3);
+                    json["server"] = serde_json::json!({
+                        "ticks": q("migratory_ticks_total", ""),
+                        "loop_p50_ms": ms("migratory_tick_loop_seconds", "{quantile=\"0.5\"}"),
+                        "loop_p99_ms": ms("migratory_tick_loop_seconds", "{quantile=\"0.99\"}"),
+                        "loop_max_ms": ms("migratory_tick_loop_seconds", "{quantile=\"1\"}"),
+                        "step_p99_ms": ms("migratory_tick_phase_seconds", "{phase=\"step\",quantile=\"0.99\"}"),
+                        "overruns": q("migratory_tick_overruns_total", ""),
+                        "skipped": q("migratory_ticks_skipped_total", ""),
+                        "state_updates_dropped": q("migratory_state_updates_dropped_total", ""),
+                        "evictions": q("migratory_evictions_total", ""),
+                        "clients": q("migratory_clients", ""),
+                    });
                 }
             }
         }

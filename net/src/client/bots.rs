@@ -67,15 +67,16 @@ struct BotStats {
     joined_seconds: f64,
 }
 
-/// The whole run's figures.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// The whole run's figures (printed as one JSON object by `migratory-bots`).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct BotReport {
     pub clients: u32,
     pub joined: u32,
     pub connect_failures: u32,
     /// Bots the server closed (any code) before the run ended.
     pub closed_by_server: u32,
-    pub close_codes: Vec<(u16, u32)>,
+    /// Closes by code (JSON: an object keyed by the code).
+    pub close_codes: std::collections::BTreeMap<u16, u32>,
     pub snapshots: u64,
     pub snapshot_bytes: u64,
     pub terrain_bytes: u64,
@@ -88,40 +89,6 @@ pub struct BotReport {
     /// Snapshots the bots expected (by tick spacing) but never got: dropped by the server.
     pub drops: u64,
     pub seconds: f64,
-}
-
-impl BotReport {
-    /// One JSON object on one line.
-    pub fn to_json(&self) -> String {
-        let codes: Vec<String> = self
-            .close_codes
-            .iter()
-            .map(|(c, n)| format!("\"{c}\":{n}"))
-            .collect();
-        format!(
-            "{{\"clients\":{},\"joined\":{},\"connect_failures\":{},\"closed_by_server\":{},\
-             \"close_codes\":{{{}}},\"snapshots\":{},\"snapshot_bytes\":{},\"terrain_bytes\":{},\
-             \"bytes_per_s_per_client_mean\":{:.1},\"bytes_per_s_per_client_p95\":{:.1},\
-             \"snapshots_per_s_per_client_mean\":{:.2},\"rtt_samples\":{},\"rtt_p50_ms\":{:.3},\
-             \"rtt_p99_ms\":{:.3},\"drops\":{},\"seconds\":{:.2}}}",
-            self.clients,
-            self.joined,
-            self.connect_failures,
-            self.closed_by_server,
-            codes.join(","),
-            self.snapshots,
-            self.snapshot_bytes,
-            self.terrain_bytes,
-            self.bytes_per_s_per_client_mean,
-            self.bytes_per_s_per_client_p95,
-            self.snapshots_per_s_per_client_mean,
-            self.rtt_samples,
-            self.rtt_p50_ms,
-            self.rtt_p99_ms,
-            self.drops,
-            self.seconds,
-        )
-    }
 }
 
 /// Runs the bots to the end of `duration` and reports.
@@ -164,17 +131,13 @@ fn summarise(options: &BotOptions, stats: &[BotStats], seconds: f64) -> BotRepor
         rtts.extend_from_slice(&s.rtts_us);
         if let Some(code) = s.close_code {
             r.closed_by_server += 1;
-            match r.close_codes.iter_mut().find(|(c, _)| *c == code) {
-                Some((_, n)) => *n += 1,
-                None => r.close_codes.push((code, 1)),
-            }
+            *r.close_codes.entry(code).or_insert(0) += 1;
         }
         if s.joined && s.joined_seconds > 0.0 {
             rates.push(s.snapshot_bytes as f64 / s.joined_seconds);
             snap_rates.push(s.snapshots as f64 / s.joined_seconds);
         }
     }
-    r.close_codes.sort_unstable();
     rates.sort_by(f64::total_cmp);
     rtts.sort_unstable();
     if !rates.is_empty() {

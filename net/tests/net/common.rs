@@ -1,7 +1,6 @@
 //! Shared test helpers: a small world config, temp folders, WebSocket clients that speak
 //! protocol v1, and a well-behaved "witness" client that proves the server kept serving.
 
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,33 +33,7 @@ pub fn small_config() -> ServerConfig {
     c
 }
 
-/// A fresh folder under the system temp dir, removed on drop.
-#[derive(Debug)]
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "migratory-net-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("temp dir");
-        TempDir(p)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use migratory_replay::testkit::TempDir;
 
 pub async fn start(config: ServerConfig) -> ServerHandle {
     migratory_net::start(config, ServeOptions::default())

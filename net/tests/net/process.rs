@@ -367,18 +367,12 @@ fn the_bot_generator_reports_json() {
         .output()
         .expect("run migratory-bots");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let json = String::from_utf8(out.stdout).expect("utf-8");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     let field = |name: &str| -> f64 {
-        let key = format!("\"{name}\":");
-        let at = json
-            .find(&key)
-            .unwrap_or_else(|| panic!("{name} missing from {json}"))
-            + key.len();
-        json[at..]
-            .split([',', '}'])
-            .next()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("{name} is not a number in {json}"))
+        json.get(name)
+            .or_else(|| json["server"].get(name))
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or_else(|| panic!("{name} missing or not a number in {json}"))
     };
     assert_eq!(field("joined"), 5.0, "{json}");
     assert_eq!(field("connect_failures"), 0.0, "{json}");

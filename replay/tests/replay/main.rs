@@ -11,31 +11,14 @@ mod fault;
 mod roundtrip;
 mod tools;
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 use migratory_kernel::ScriptConfig;
-use migratory_kernel::{Input, TickInputs, TickOutput, World, WorldConfig};
+use migratory_kernel::{Input, TickInputs, TickOutput, World};
 use migratory_replay::format::{RecordedTick, Recording, RecordingWriter, WriterOptions};
 use migratory_replay::tools::SynthOptions;
 
-/// A small world that steps in tens of microseconds.
-pub fn small_config(seed: u64, boids: u32) -> WorldConfig {
-    WorldConfig {
-        seed,
-        world_size_mm: 192_000,
-        terrain_grid_cells: 192,
-        terrain_cell_size_mm: 1000,
-        hunting_field_count: 2,
-        hunting_field_radius_mm: 20_000,
-        town_radius_mm: 15_000,
-        boid_count: boids,
-        view_radius_mm: 30_000,
-        client_slots_max: 8,
-        ..WorldConfig::default()
-    }
-}
+pub use migratory_replay::testkit::{small_config, TempDir};
 
 /// A scripted session of `ticks` ticks on a small world.
 pub fn synth_options(
@@ -184,39 +167,6 @@ pub fn writer_options(block_ticks: u32, checkpoint_interval_ticks: u32) -> Write
 /// True when a tick's inputs include a steer.
 pub fn has_steer(inputs: &TickInputs) -> bool {
     inputs.inputs.iter().any(|i| matches!(i, Input::Steer { .. }))
-}
-
-/// A temporary folder removed on drop.
-#[derive(Debug)]
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    pub fn new(name: &str) -> TempDir {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("migratory-replay-test-{}-{name}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("creating a temporary folder");
-        TempDir(dir)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-
-    /// Writes `bytes` to `name` in the folder and returns its path.
-    pub fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::write(&p, bytes).expect("writing a test file");
-        p
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// A progress callback that ignores progress.
