@@ -586,6 +586,7 @@ fn copy_baseline_below(
     next: &mut usize,
     removed: &mut RemovedCursor<'_>,
     out: &mut Vec<ViewEntry>,
+    sent: &mut Vec<bool>,
 ) -> Result<(), DecodeError> {
     while let Some(entry) = baseline.get(*next) {
         if u64::from(entry.id) >= limit {
@@ -597,6 +598,7 @@ fn copy_baseline_below(
             removed.advance()?;
         } else {
             out.push(*entry);
+            sent.push(false);
         }
         *next += 1;
     }
@@ -619,20 +621,36 @@ fn apply_i8(base: i8, diff: i32, id: u32, field: &'static str) -> Result<i8, Dec
     i8::try_from(i64::from(base) + i64::from(diff)).map_err(|_| DecodeError::FieldOutOfRange { id, field })
 }
 
-/// Decodes `bytes` and applies it to `baseline`, writing the new view (ascending by id)
-/// to `out`, which is cleared first and left empty on error. A full snapshot (no
-/// baseline tick) is applied to the empty view whatever `baseline` holds. Runs in
-/// O(baseline + snapshot) with no allocation beyond `out`'s growth.
+/// `apply_snapshot_marking` without the marks (the codec's own tests).
+#[cfg(test)]
 pub fn apply_snapshot(
     bytes: &[u8],
     baseline: &[ViewEntry],
     out: &mut Vec<ViewEntry>,
 ) -> Result<SnapshotHeader, DecodeError> {
+    apply_snapshot_marking(bytes, baseline, out, &mut Vec::new())
+}
+
+/// Decodes `bytes` and applies it to `baseline`, writing the new view (ascending by id)
+/// to `out`, and for each of its entries to `sent` whether this snapshot sent it (an
+/// insert or a delta) or carried it over from the baseline unchanged. Both are cleared
+/// first and left empty on error. A full snapshot (no baseline tick) is applied to the
+/// empty view whatever `baseline` holds. Runs in O(baseline + snapshot) with no
+/// allocation beyond the outputs' growth.
+pub fn apply_snapshot_marking(
+    bytes: &[u8],
+    baseline: &[ViewEntry],
+    out: &mut Vec<ViewEntry>,
+    sent: &mut Vec<bool>,
+) -> Result<SnapshotHeader, DecodeError> {
     out.clear();
-    let result = apply_snapshot_into(bytes, baseline, out);
+    sent.clear();
+    let result = apply_snapshot_into(bytes, baseline, out, sent);
     if result.is_err() {
         out.clear();
+        sent.clear();
     }
+    debug_assert_eq!(out.len(), sent.len());
     result
 }
 
@@ -640,6 +658,7 @@ fn apply_snapshot_into(
     bytes: &[u8],
     baseline: &[ViewEntry],
     out: &mut Vec<ViewEntry>,
+    sent: &mut Vec<bool>,
 ) -> Result<SnapshotHeader, DecodeError> {
     let header = decode_snapshot_header(bytes)?;
     // A full snapshot has no deltas, so its dt is never used.
@@ -671,7 +690,7 @@ fn apply_snapshot_into(
     for _ in 0..update_count {
         let id = read_id(&mut r, &mut prev)?;
         let is_new = r.read_bit()?;
-        copy_baseline_below(u64::from(id), baseline, &mut next, &mut removed, out)?;
+        copy_baseline_below(u64::from(id), baseline, &mut next, &mut removed, out, sent)?;
         let base = baseline.get(next).filter(|e| e.id == id);
         if is_new {
             // read_bits(n) returns fewer than 2^n, so the narrowing casts are exact.
@@ -692,6 +711,7 @@ fn apply_snapshot_into(
                 kind,
                 pad: 0,
             });
+            sent.push(true);
         } else {
             let dqx = r.read_se(POS_DELTA_K)?;
             let dqy = r.read_se(POS_DELTA_K)?;
@@ -711,10 +731,11 @@ fn apply_snapshot_into(
                 qvy: apply_i8(base.qvy, dqvy, id, "qvy")?,
                 ..*base
             });
+            sent.push(true);
             next += 1;
         }
     }
-    copy_baseline_below(1u64 << 32, baseline, &mut next, &mut removed, out)?;
+    copy_baseline_below(1u64 << 32, baseline, &mut next, &mut removed, out, sent)?;
     r.finish()?;
     Ok(header)
 }

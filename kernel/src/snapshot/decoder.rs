@@ -5,22 +5,33 @@
 //! behind the snapshots in flight, so the baseline is usually a few ticks old rather than
 //! the latest view. Keeping a ring of the last views covers that lag.
 
-use crate::snapshot::codec::{apply_snapshot, decode_snapshot_header, DecodeError, SnapshotHeader};
+use crate::snapshot::codec::{apply_snapshot_marking, decode_snapshot_header, DecodeError, SnapshotHeader};
 use crate::snapshot::ViewEntry;
 
 /// How many decoded views a [`ClientDecoder`] keeps.
 pub const DECODER_RING_LEN: usize = 32;
 
+/// One decoded view and, for each of its entries, the tick of the snapshot that last sent
+/// the entry's values (older than the view's tick when they were carried over).
+#[derive(Debug, Default)]
+struct Slot {
+    tick: u32,
+    view: Vec<ViewEntry>,
+    sent_ticks: Vec<u32>,
+}
+
 /// Decodes snapshots against the views it decoded before.
 #[derive(Debug)]
 pub struct ClientDecoder {
-    /// (tick, view) pairs in no particular order, at most `DECODER_RING_LEN`.
-    slots: Vec<(u32, Vec<ViewEntry>)>,
+    /// Decoded views in no particular order, at most `DECODER_RING_LEN`.
+    slots: Vec<Slot>,
     /// Decode target. A snapshot is applied here first and swapped into a slot only on
     /// success, so a bad snapshot leaves the stored views untouched; the swap hands the
-    /// evicted view's buffer back as the next target, so steady-state decoding does not
+    /// evicted view's buffers back as the next target, so steady-state decoding does not
     /// allocate.
-    scratch: Vec<ViewEntry>,
+    scratch: Slot,
+    /// Which entries of `scratch` the snapshot sent.
+    sent: Vec<bool>,
 }
 
 impl Default for ClientDecoder {
@@ -34,7 +45,8 @@ impl ClientDecoder {
     pub fn new() -> Self {
         Self {
             slots: Vec::with_capacity(DECODER_RING_LEN),
-            scratch: Vec::new(),
+            scratch: Slot::default(),
+            sent: Vec::new(),
         }
     }
 
@@ -45,49 +57,79 @@ impl ClientDecoder {
     /// changes.
     pub fn decode(&mut self, snapshot: &[u8]) -> Result<(SnapshotHeader, &[ViewEntry]), DecodeError> {
         let header = decode_snapshot_header(snapshot)?;
-        let baseline: &[ViewEntry] = match header.baseline_tick {
-            None => &[],
-            Some(baseline_tick) => self
-                .slots
-                .iter()
-                .find(|(tick, _)| *tick == baseline_tick)
-                .map(|(_, view)| view.as_slice())
-                .ok_or(DecodeError::BaselineMissing { baseline_tick })?,
+        let baseline: Option<&Slot> = match header.baseline_tick {
+            None => None,
+            Some(baseline_tick) => Some(
+                self.slots
+                    .iter()
+                    .find(|s| s.tick == baseline_tick)
+                    .ok_or(DecodeError::BaselineMissing { baseline_tick })?,
+            ),
         };
-        apply_snapshot(snapshot, baseline, &mut self.scratch)?;
+        let base_view = baseline.map_or(&[][..], |s| s.view.as_slice());
+        apply_snapshot_marking(snapshot, base_view, &mut self.scratch.view, &mut self.sent)?;
+        // A carried entry keeps the tick its baseline entry was sent at. Both views ascend
+        // by id, so one merge pass finds each carried entry's baseline entry.
+        let target = &mut self.scratch;
+        target.tick = header.tick;
+        target.sent_ticks.clear();
+        let mut b = 0;
+        for (entry, &sent) in target.view.iter().zip(&self.sent) {
+            let tick = match (sent, baseline) {
+                (true, _) | (false, None) => header.tick,
+                (false, Some(base)) => {
+                    while base.view[b].id < entry.id {
+                        b += 1;
+                    }
+                    base.sent_ticks[b]
+                }
+            };
+            target.sent_ticks.push(tick);
+        }
 
-        let index = match self.slots.iter().position(|(tick, _)| *tick == header.tick) {
+        let index = match self.slots.iter().position(|s| s.tick == header.tick) {
             Some(index) => index,
             None if self.slots.len() < DECODER_RING_LEN => {
-                self.slots.push((header.tick, Vec::new()));
+                self.slots.push(Slot::default());
                 self.slots.len() - 1
             }
             None => self
                 .slots
                 .iter()
                 .enumerate()
-                .min_by_key(|(_, (tick, _))| *tick)
+                .min_by_key(|(_, s)| s.tick)
                 .map_or(0, |(index, _)| index),
         };
         // `index` came from a search of, or a push onto, this non-empty Vec, so indexing
         // cannot fail.
         let slot = &mut self.slots[index];
-        slot.0 = header.tick;
-        std::mem::swap(&mut slot.1, &mut self.scratch);
-        Ok((header, slot.1.as_slice()))
+        std::mem::swap(slot, &mut self.scratch);
+        Ok((header, slot.view.as_slice()))
     }
 
     /// The stored view decoded for `tick`, if still kept.
     pub fn view(&self, tick: u32) -> Option<&[ViewEntry]> {
         self.slots
             .iter()
-            .find(|(t, _)| *t == tick)
-            .map(|(_, view)| view.as_slice())
+            .find(|s| s.tick == tick)
+            .map(|s| s.view.as_slice())
+    }
+
+    /// For each entry of the stored view of `tick`, the tick of the snapshot that last sent
+    /// its values. It equals `tick` for the entries that snapshot sent; an entry carried
+    /// over from the baseline keeps an older tick, and its position is as of that tick (a
+    /// client extrapolates it with its velocity, as `SNAPSHOT_FORMAT.md` section 4.2 does,
+    /// instead of showing it as current).
+    pub fn sent_ticks(&self, tick: u32) -> Option<&[u32]> {
+        self.slots
+            .iter()
+            .find(|s| s.tick == tick)
+            .map(|s| s.sent_ticks.as_slice())
     }
 
     /// The highest tick among the stored views.
     pub fn newest_tick(&self) -> Option<u32> {
-        self.slots.iter().map(|(tick, _)| *tick).max()
+        self.slots.iter().map(|s| s.tick).max()
     }
 }
 
@@ -153,6 +195,40 @@ mod tests {
         assert_eq!(dec.view(2), Some(&[entry(5, 21)][..]));
         assert_eq!(dec.view(4), None);
         assert_eq!(dec.newest_tick(), Some(3));
+    }
+
+    /// An entry the snapshot sent is marked with the snapshot's tick, even when its values
+    /// did not change; an entry carried over keeps the tick it was last sent at, through
+    /// any number of deltas.
+    #[test]
+    fn sent_ticks_tell_sent_entries_from_carried_ones() {
+        let mut dec = ClientDecoder::new();
+        let full = snapshot(
+            10,
+            None,
+            &[],
+            &[(None, entry(1, 5)), (None, entry(2, 6)), (None, entry(3, 7))],
+        );
+        dec.decode(&full).unwrap();
+        assert_eq!(dec.sent_ticks(10), Some(&[10, 10, 10][..]));
+        // Entity 2 is sent with the very values it had: still "sent", not "carried".
+        let delta = snapshot(13, Some(10), &[], &[(Some(entry(2, 6)), entry(2, 6))]);
+        assert_eq!(
+            dec.decode(&delta).unwrap().1,
+            [entry(1, 5), entry(2, 6), entry(3, 7)]
+        );
+        assert_eq!(dec.sent_ticks(13), Some(&[10, 13, 10][..]));
+        // Against 13: 1 is sent, 3 removed, 4 new, 2 carried from 13.
+        let next = snapshot(
+            16,
+            Some(13),
+            &[3],
+            &[(Some(entry(1, 5)), entry(1, 9)), (None, entry(4, 1))],
+        );
+        dec.decode(&next).unwrap();
+        assert_eq!(dec.sent_ticks(16), Some(&[16, 13, 16][..]));
+        assert_eq!(dec.view(16).map(<[ViewEntry]>::len), Some(3));
+        assert_eq!(dec.sent_ticks(99), None);
     }
 
     #[test]

@@ -184,8 +184,14 @@ proptest! {
                 if per_mille(seed, tick, f.client) < u64::from(drop) {
                     continue;
                 }
-                let (header, view) = decoders[f.client as usize - 1].decode(f.bytes).unwrap();
+                let decoder = &mut decoders[f.client as usize - 1];
+                let (header, view) = decoder.decode(f.bytes).unwrap();
                 prop_assert_eq!(header.tick, tick);
+                let view_len = view.len();
+                let sent = decoder.sent_ticks(tick).unwrap();
+                prop_assert_eq!(sent.len(), view_len);
+                prop_assert!(sent.iter().all(|&t| t <= tick), "a value sent after its view");
+                let (header, view) = (header, decoder.view(tick).unwrap());
                 let server = world.client_view(f.client, tick).unwrap();
                 prop_assert_eq!(view, server, "client {} tick {}", f.client, tick);
                 decoded += 1;
