@@ -191,7 +191,7 @@ proptest! {
                 let sent = decoder.sent_ticks(tick).unwrap();
                 prop_assert_eq!(sent.len(), view_len);
                 prop_assert!(sent.iter().all(|&t| t <= tick), "a value sent after its view");
-                let (header, view) = (header, decoder.view(tick).unwrap());
+                let view = decoder.view(tick).unwrap();
                 let server = world.client_view(f.client, tick).unwrap();
                 prop_assert_eq!(view, server, "client {} tick {}", f.client, tick);
                 decoded += 1;
