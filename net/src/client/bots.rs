@@ -182,7 +182,7 @@ async fn bot(index: u32, options: &BotOptions, start: Instant) -> BotStats {
         }
     };
     let name = format!("bot{index}");
-    let hello = Message::Binary(protocol::encode_hello(PROTOCOL_VERSION, &name).into());
+    let hello = Message::Binary(protocol::encode_hello(PROTOCOL_VERSION, &name, None).into());
     if options.hello && ws.send(hello).await.is_err() {
         stats.connect_failed = true;
         return stats;

@@ -4,18 +4,29 @@
 use thiserror::Error;
 
 use super::{
-    client_type, server_type, u16_at, u32_at, u64_at, InputMsg, Welcome, WireTerrainDescriptor, ACK_BYTES,
-    HELLO_HEADER_BYTES, INPUT_BYTES, INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES, WELCOME_BYTES,
+    client_type, server_type, u16_at, u32_at, u64_at, welcome_bytes, InputMsg, TerrainDelivery, Welcome,
+    WireTerrainDescriptor, WireZone, WorldFacts, ZoneKind, ACK_BYTES, HELLO_FLAG_CACHED_TERRAIN,
+    HELLO_HEADER_BYTES, INPUT_BYTES, INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES, ZONE_SHAPE_CIRCLE,
 };
 
-/// HELLO. `name` must be at most 255 bytes to encode (the server accepts up to 32).
-pub fn encode_hello(version: u16, name: &str) -> Vec<u8> {
+/// HELLO, naming the content hash of a terrain the client has cached, if any (the server
+/// then skips sending it when it is this world's). `name` must be at most 255 bytes to
+/// encode (the server accepts up to 32).
+pub fn encode_hello(version: u16, name: &str, cached_terrain: Option<&[u8; 32]>) -> Vec<u8> {
     let name = &name.as_bytes()[..name.len().min(255)];
-    let mut b = Vec::with_capacity(HELLO_HEADER_BYTES + name.len());
+    let mut b = Vec::with_capacity(HELLO_HEADER_BYTES + name.len() + 32);
     b.push(client_type::HELLO);
     b.extend_from_slice(&version.to_le_bytes());
+    b.push(if cached_terrain.is_some() {
+        HELLO_FLAG_CACHED_TERRAIN
+    } else {
+        0
+    });
     b.push(name.len() as u8);
     b.extend_from_slice(name);
+    if let Some(hash) = cached_terrain {
+        b.extend_from_slice(hash);
+    }
     b
 }
 
@@ -74,6 +85,8 @@ pub enum ServerMessageError {
         expected: usize,
         actual: usize,
     },
+    #[error("WELCOME field {field} has the unknown value {value}")]
+    BadField { field: &'static str, value: u8 },
 }
 
 /// Decodes one server message.
@@ -93,31 +106,7 @@ pub fn decode_server(msg: &[u8]) -> Result<ServerMessage<'_>, ServerMessageError
         }
     };
     match kind {
-        server_type::WELCOME => {
-            len("WELCOME", WELCOME_BYTES)?;
-            let mut hash = [0u8; 32];
-            hash.copy_from_slice(&msg[50..82]);
-            Ok(ServerMessage::Welcome(Welcome {
-                protocol_version: u16_at(msg, 1),
-                client_id: u32_at(msg, 3),
-                avatar_id: u32_at(msg, 7),
-                slot: u32_at(msg, 11),
-                join_tick: u32_at(msg, 15),
-                tick_rate_hz: u16_at(msg, 19),
-                snapshot_interval_ticks: u16_at(msg, 21),
-                world_size_mm: u32_at(msg, 23),
-                terrain: WireTerrainDescriptor {
-                    cells: u32_at(msg, 27),
-                    cell_size_mm: u32_at(msg, 31),
-                    dtype: msg[35],
-                    compression: msg[36],
-                    chunked: msg[37] != 0,
-                    chunk_count: u32_at(msg, 38),
-                    total_bytes: u64_at(msg, 42),
-                    content_hash: hash,
-                },
-            }))
-        }
+        server_type::WELCOME => decode_welcome(msg).map(ServerMessage::Welcome),
         server_type::SNAPSHOT => {
             // The snapshot's 17-byte header carries the tick at bytes 1..5.
             if msg.len() < 1 + 17 {
@@ -144,4 +133,91 @@ pub fn decode_server(msg: &[u8]) -> Result<ServerMessage<'_>, ServerMessageError
         }
         other => Err(ServerMessageError::UnknownType(other)),
     }
+}
+
+/// WELCOME (offsets in `welcome_layout`). The zone count decides the length, which must
+/// be exact; unknown codes are errors, so a client never guesses.
+fn decode_welcome(msg: &[u8]) -> Result<Welcome, ServerMessageError> {
+    use super::welcome_layout as at;
+    let short = || ServerMessageError::BadLength {
+        kind: "WELCOME",
+        expected: welcome_bytes(0),
+        actual: msg.len(),
+    };
+    let zone_count = *msg.get(at::ZONE_COUNT).ok_or_else(short)? as usize;
+    if msg.len() != welcome_bytes(zone_count) {
+        return Err(ServerMessageError::BadLength {
+            kind: "WELCOME",
+            expected: welcome_bytes(zone_count),
+            actual: msg.len(),
+        });
+    }
+    let delivery = match msg[at::TERRAIN_DELIVERY] {
+        0 => TerrainDelivery::Single,
+        1 => TerrainDelivery::Chunked,
+        2 => TerrainDelivery::Cached,
+        value => {
+            return Err(ServerMessageError::BadField {
+                field: "terrain.delivery",
+                value,
+            })
+        }
+    };
+    let mut zones = Vec::with_capacity(zone_count);
+    for i in 0..zone_count {
+        let o = at::ZONES + i * at::ZONE_BYTES;
+        let kind = match msg[o] {
+            0 => ZoneKind::Town,
+            1 => ZoneKind::HuntingField,
+            value => {
+                return Err(ServerMessageError::BadField {
+                    field: "zone.kind",
+                    value,
+                })
+            }
+        };
+        if msg[o + 1] != ZONE_SHAPE_CIRCLE {
+            return Err(ServerMessageError::BadField {
+                field: "zone.shape",
+                value: msg[o + 1],
+            });
+        }
+        zones.push(WireZone {
+            kind,
+            x_mm: u32_at(msg, o + 2),
+            y_mm: u32_at(msg, o + 6),
+            radius_mm: u32_at(msg, o + 10),
+        });
+    }
+    let mut content_hash = [0u8; 32];
+    content_hash.copy_from_slice(&msg[at::TERRAIN_CONTENT_HASH..at::TERRAIN_CONTENT_HASH + 32]);
+    Ok(Welcome {
+        protocol_version: u16_at(msg, at::PROTOCOL_VERSION),
+        client_id: u32_at(msg, at::CLIENT_ID),
+        avatar_id: u32_at(msg, at::AVATAR_ID),
+        slot: u32_at(msg, at::SLOT),
+        join_tick: u32_at(msg, at::JOIN_TICK),
+        tick_rate_hz: u16_at(msg, at::TICK_RATE_HZ),
+        snapshot_interval_ticks: u16_at(msg, at::SNAPSHOT_INTERVAL_TICKS),
+        world_size_mm: u32_at(msg, at::WORLD_SIZE_MM),
+        terrain: WireTerrainDescriptor {
+            cells: u32_at(msg, at::TERRAIN_CELLS),
+            cell_size_mm: u32_at(msg, at::TERRAIN_CELL_SIZE_MM),
+            dtype: msg[at::TERRAIN_DTYPE],
+            compression: msg[at::TERRAIN_COMPRESSION],
+            delivery,
+            chunk_count: u32_at(msg, at::TERRAIN_CHUNK_COUNT),
+            total_bytes: u64_at(msg, at::TERRAIN_TOTAL_BYTES),
+            content_hash,
+        },
+        world: WorldFacts {
+            view_radius_mm: u32_at(msg, at::VIEW_RADIUS_MM),
+            view_entities_max: u16_at(msg, at::VIEW_ENTITIES_MAX),
+            baseline_window_snapshots: u16_at(msg, at::BASELINE_WINDOW_SNAPSHOTS),
+            cast_radius_mm: u32_at(msg, at::CAST_RADIUS_MM),
+            cast_cooldown_ticks: u32_at(msg, at::CAST_COOLDOWN_TICKS),
+            avatar_speed_max_mm_per_tick: u32_at(msg, at::AVATAR_SPEED_MAX_MM_PER_TICK),
+            zones,
+        },
+    })
 }

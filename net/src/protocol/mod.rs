@@ -1,4 +1,4 @@
-//! Protocol v1: the binary messages between a client and the server (specified in
+//! Protocol v2: the binary messages between a client and the server (specified in
 //! `net/PROTOCOL.md`), with decoders that never panic and say why a message is bad.
 //!
 //! Every message is one binary WebSocket message; its first byte is its type. Client
@@ -19,7 +19,7 @@ pub use server::{decode_client, encode_pong, encode_snapshot, encode_welcome};
 use crate::terrain_wire::TerrainDescriptor;
 
 /// The protocol version this build speaks.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// Client → server message types.
 pub mod client_type {
@@ -63,12 +63,62 @@ pub const INPUT_FLAG_CAST: u8 = 1;
 /// Longest player name in bytes (the kernel's limit).
 pub const NAME_BYTES_MAX: usize = migratory_kernel::NAME_BYTES_MAX;
 
-pub const HELLO_HEADER_BYTES: usize = 4;
+/// HELLO before the name: type, version, flags, name length.
+pub const HELLO_HEADER_BYTES: usize = 5;
+/// Bit 0 of HELLO's flags: a 32-byte terrain content hash follows the name.
+pub const HELLO_FLAG_CACHED_TERRAIN: u8 = 1;
 pub const INPUT_BYTES: usize = 11;
 pub const ACK_BYTES: usize = 5;
 pub const PING_BYTES: usize = 9;
 pub const PONG_BYTES: usize = 13;
-pub const WELCOME_BYTES: usize = 82;
+
+/// WELCOME's byte layout (`net/PROTOCOL.md`): named offsets of every field, checked at
+/// compile time to tile the message; the zone records follow at `ZONES`.
+pub mod welcome_layout {
+    pub const PROTOCOL_VERSION: usize = 1;
+    pub const CLIENT_ID: usize = 3;
+    pub const AVATAR_ID: usize = 7;
+    pub const SLOT: usize = 11;
+    pub const JOIN_TICK: usize = 15;
+    pub const TICK_RATE_HZ: usize = 19;
+    pub const SNAPSHOT_INTERVAL_TICKS: usize = 21;
+    pub const WORLD_SIZE_MM: usize = 23;
+    pub const TERRAIN_CELLS: usize = 27;
+    pub const TERRAIN_CELL_SIZE_MM: usize = 31;
+    pub const TERRAIN_DTYPE: usize = 35;
+    pub const TERRAIN_COMPRESSION: usize = 36;
+    pub const TERRAIN_DELIVERY: usize = 37;
+    pub const TERRAIN_CHUNK_COUNT: usize = 38;
+    pub const TERRAIN_TOTAL_BYTES: usize = 42;
+    pub const TERRAIN_CONTENT_HASH: usize = 50;
+    pub const VIEW_RADIUS_MM: usize = 82;
+    pub const VIEW_ENTITIES_MAX: usize = 86;
+    pub const BASELINE_WINDOW_SNAPSHOTS: usize = 88;
+    pub const CAST_RADIUS_MM: usize = 90;
+    pub const CAST_COOLDOWN_TICKS: usize = 94;
+    pub const AVATAR_SPEED_MAX_MM_PER_TICK: usize = 98;
+    pub const ZONE_COUNT: usize = 102;
+    pub const ZONES: usize = 103;
+    /// One zone record: kind u8, shape u8, x_mm u32, y_mm u32, radius_mm u32.
+    pub const ZONE_BYTES: usize = 14;
+    /// Most zones a WELCOME carries: the town and up to 16 hunting fields.
+    pub const ZONE_COUNT_MAX: usize = 1 + migratory_kernel::HUNTING_FIELD_COUNT_MAX as usize;
+    const _: () = assert!(TERRAIN_CONTENT_HASH + 32 == VIEW_RADIUS_MM);
+    const _: () = assert!(VIEW_RADIUS_MM + 4 == VIEW_ENTITIES_MAX);
+    const _: () = assert!(VIEW_ENTITIES_MAX + 2 == BASELINE_WINDOW_SNAPSHOTS);
+    const _: () = assert!(BASELINE_WINDOW_SNAPSHOTS + 2 == CAST_RADIUS_MM);
+    const _: () = assert!(CAST_RADIUS_MM + 4 == CAST_COOLDOWN_TICKS);
+    const _: () = assert!(CAST_COOLDOWN_TICKS + 4 == AVATAR_SPEED_MAX_MM_PER_TICK);
+    const _: () = assert!(AVATAR_SPEED_MAX_MM_PER_TICK + 4 == ZONE_COUNT);
+    const _: () = assert!(ZONE_COUNT + 1 == ZONES);
+    const _: () = assert!(TERRAIN_DELIVERY + 1 == TERRAIN_CHUNK_COUNT);
+    const _: () = assert!(TERRAIN_TOTAL_BYTES + 8 == TERRAIN_CONTENT_HASH);
+}
+
+/// WELCOME's length with `zones` zone records.
+pub const fn welcome_bytes(zones: usize) -> usize {
+    welcome_layout::ZONES + welcome_layout::ZONE_BYTES * zones
+}
 
 /// Why a client message was not accepted.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -85,8 +135,8 @@ pub enum ProtocolError {
     },
     #[error("unsupported protocol version {found} (this server speaks {PROTOCOL_VERSION})")]
     UnsupportedVersion { found: u16 },
-    #[error("INPUT flags 0x{0:02x} set reserved bits")]
-    ReservedFlags(u8),
+    #[error("{kind} flags 0x{flags:02x} set reserved bits")]
+    ReservedFlags { kind: &'static str, flags: u8 },
     #[error("HELLO name is not UTF-8")]
     NameNotUtf8,
     #[error("HELLO name is invalid (1..={NAME_BYTES_MAX} bytes, no control characters)")]
@@ -118,13 +168,23 @@ pub struct InputMsg {
 /// A decoded client message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ClientMessage<'a> {
-    Hello { version: u16, name: &'a str },
+    Hello {
+        version: u16,
+        name: &'a str,
+        /// The content hash of a terrain the client has cached, if it says so.
+        cached_terrain: Option<[u8; 32]>,
+    },
     Input(InputMsg),
-    Ack { tick: u32 },
-    Ping { nonce: u64 },
+    Ack {
+        tick: u32,
+    },
+    Ping {
+        nonce: u64,
+    },
 }
 
-/// WELCOME: who the client is, how the world runs, and what terrain follows.
+/// WELCOME: who the client is, how the world runs, where casting works, what the client
+/// will see, and what terrain follows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Welcome {
     pub protocol_version: u16,
@@ -137,6 +197,58 @@ pub struct Welcome {
     pub snapshot_interval_ticks: u16,
     pub world_size_mm: u32,
     pub terrain: WireTerrainDescriptor,
+    pub world: WorldFacts,
+}
+
+/// What a client needs to draw and play the world (WELCOME bytes 82..).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorldFacts {
+    /// A client sees the entities within this distance of its avatar.
+    pub view_radius_mm: u32,
+    /// At most this many entities in one view (the nearest).
+    pub view_entities_max: u16,
+    /// How many of a client's most recent snapshots the server remembers as baselines: an
+    /// ACK of one of them lets the next snapshot be a delta against it.
+    pub baseline_window_snapshots: u16,
+    /// A cast catches the boids within this distance of the avatar.
+    pub cast_radius_mm: u32,
+    /// Ticks after a cast before the next one can work.
+    pub cast_cooldown_ticks: u32,
+    pub avatar_speed_max_mm_per_tick: u32,
+    /// The town first, then every hunting field.
+    pub zones: Vec<WireZone>,
+}
+
+/// What a zone is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZoneKind {
+    /// Where avatars join; casting does nothing here.
+    Town = 0,
+    /// Where a cast catches boids.
+    HuntingField = 1,
+}
+
+/// A zone as WELCOME carries it: a circle (shape code 0, the only shape of protocol 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WireZone {
+    pub kind: ZoneKind,
+    pub x_mm: u32,
+    pub y_mm: u32,
+    pub radius_mm: u32,
+}
+
+/// Shape code of a circle, the only zone shape protocol 2 has.
+pub const ZONE_SHAPE_CIRCLE: u8 = 0;
+
+/// What follows WELCOME.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TerrainDelivery {
+    /// One TERRAIN message.
+    Single = 0,
+    /// TERRAIN_HEADER, then `chunk_count` TERRAIN_CHUNKs.
+    Chunked = 1,
+    /// Nothing: the terrain whose hash the client's HELLO named is this world's.
+    Cached = 2,
 }
 
 /// The terrain descriptor as WELCOME carries it (mirrors `terrain_wire::TerrainDescriptor`).
@@ -146,20 +258,36 @@ pub struct WireTerrainDescriptor {
     pub cell_size_mm: u32,
     pub dtype: u8,
     pub compression: u8,
-    pub chunked: bool,
+    pub delivery: TerrainDelivery,
+    /// TERRAIN_CHUNK messages that follow (0 unless `Chunked`).
     pub chunk_count: u32,
+    /// Bytes of the terrain messages that follow (0 when `Cached`).
     pub total_bytes: u64,
     pub content_hash: [u8; 32],
 }
 
 impl WireTerrainDescriptor {
+    /// This descriptor for a client that has the terrain cached: nothing follows WELCOME.
+    pub fn cached(self) -> WireTerrainDescriptor {
+        WireTerrainDescriptor {
+            delivery: TerrainDelivery::Cached,
+            chunk_count: 0,
+            total_bytes: 0,
+            ..self
+        }
+    }
+
     pub fn from_descriptor(d: &TerrainDescriptor) -> WireTerrainDescriptor {
         WireTerrainDescriptor {
             cells: d.cells,
             cell_size_mm: d.cell_size_mm,
             dtype: d.dtype.code(),
             compression: d.compression.resolve().code(),
-            chunked: d.chunked,
+            delivery: if d.chunked {
+                TerrainDelivery::Chunked
+            } else {
+                TerrainDelivery::Single
+            },
             chunk_count: d.chunk_count,
             total_bytes: d.total_bytes,
             content_hash: d.content_hash,
@@ -199,12 +327,23 @@ mod tests {
 
     #[test]
     fn client_messages_round_trip() {
-        let hello = encode_hello(PROTOCOL_VERSION, "ada");
+        let hello = encode_hello(PROTOCOL_VERSION, "ada", None);
         assert_eq!(
             decode_client(&hello),
             Ok(ClientMessage::Hello {
-                version: 1,
-                name: "ada"
+                version: PROTOCOL_VERSION,
+                name: "ada",
+                cached_terrain: None,
+            })
+        );
+        let cached = encode_hello(PROTOCOL_VERSION, "bo", Some(&[9; 32]));
+        assert_eq!(cached.len(), HELLO_HEADER_BYTES + 2 + 32);
+        assert_eq!(
+            decode_client(&cached),
+            Ok(ClientMessage::Hello {
+                version: PROTOCOL_VERSION,
+                name: "bo",
+                cached_terrain: Some([9; 32]),
             })
         );
         let m = InputMsg {
@@ -227,7 +366,13 @@ mod tests {
 
     #[test]
     fn the_examples_in_protocol_md() {
-        assert_eq!(encode_hello(1, "ada"), [0x10, 0x01, 0x00, 0x03, 0x61, 0x64, 0x61]);
+        assert_eq!(
+            encode_hello(2, "ada", None),
+            [0x10, 0x02, 0x00, 0x00, 0x03, 0x61, 0x64, 0x61]
+        );
+        let mut cached = vec![0x10, 0x02, 0x00, 0x01, 0x03, 0x61, 0x64, 0x61];
+        cached.extend_from_slice(&[0xab; 32]);
+        assert_eq!(encode_hello(2, "ada", Some(&[0xab; 32])), cached);
         let m = InputMsg {
             seq: 7,
             dir_x: -300,
@@ -245,14 +390,35 @@ mod tests {
     fn bad_client_messages_are_named() {
         assert_eq!(decode_client(&[]), Err(ProtocolError::Empty));
         assert_eq!(decode_client(&[0x7f, 1]), Err(ProtocolError::UnknownType(0x7f)));
+        // A protocol 1 HELLO (no flags byte) is refused by its version, before its layout.
         assert_eq!(
-            decode_client(&encode_hello(2, "x")),
-            Err(ProtocolError::UnsupportedVersion { found: 2 })
+            decode_client(&[0x10, 0x01, 0x00, 0x03, 0x61, 0x64, 0x61]),
+            Err(ProtocolError::UnsupportedVersion { found: 1 })
         );
         assert_eq!(
-            decode_client(&encode_hello(1, "")),
+            decode_client(&encode_hello(3, "x", None)),
+            Err(ProtocolError::UnsupportedVersion { found: 3 })
+        );
+        assert_eq!(
+            decode_client(&encode_hello(PROTOCOL_VERSION, "", None)),
             Err(ProtocolError::NameInvalid)
         );
+        let mut flags = encode_hello(PROTOCOL_VERSION, "x", None);
+        flags[3] = 0x02;
+        assert_eq!(
+            decode_client(&flags),
+            Err(ProtocolError::ReservedFlags {
+                kind: "HELLO",
+                flags: 0x02
+            })
+        );
+        // The cached-terrain flag promises 32 more bytes.
+        let mut short = encode_hello(PROTOCOL_VERSION, "x", None);
+        short[3] = HELLO_FLAG_CACHED_TERRAIN;
+        assert!(matches!(
+            decode_client(&short),
+            Err(ProtocolError::BadLength { kind: "HELLO", .. })
+        ));
         let mut long = encode_input(&InputMsg::default());
         long.push(0);
         assert!(matches!(
@@ -261,17 +427,22 @@ mod tests {
         ));
         let mut flags = encode_input(&InputMsg::default());
         flags[10] = 0x80;
-        assert_eq!(decode_client(&flags), Err(ProtocolError::ReservedFlags(0x80)));
+        assert_eq!(
+            decode_client(&flags),
+            Err(ProtocolError::ReservedFlags {
+                kind: "INPUT",
+                flags: 0x80
+            })
+        );
         assert_eq!(
             ProtocolError::UnsupportedVersion { found: 9 }.close_code(),
             close_code::PROTOCOL_ERROR
         );
     }
 
-    #[test]
-    fn server_messages_round_trip() {
-        let w = Welcome {
-            protocol_version: 1,
+    fn welcome(zones: usize) -> Welcome {
+        Welcome {
+            protocol_version: PROTOCOL_VERSION,
             client_id: 5,
             avatar_id: 5001,
             slot: 1,
@@ -284,15 +455,77 @@ mod tests {
                 cell_size_mm: 1000,
                 dtype: 1,
                 compression: 2,
-                chunked: true,
+                delivery: TerrainDelivery::Chunked,
                 chunk_count: 4,
                 total_bytes: 123_456_789_012,
                 content_hash: [7; 32],
             },
+            world: WorldFacts {
+                view_radius_mm: 50_000,
+                view_entities_max: 128,
+                baseline_window_snapshots: 16,
+                cast_radius_mm: 6_000,
+                cast_cooldown_ticks: 30,
+                avatar_speed_max_mm_per_tick: 150,
+                zones: (0..zones)
+                    .map(|i| WireZone {
+                        kind: if i == 0 {
+                            ZoneKind::Town
+                        } else {
+                            ZoneKind::HuntingField
+                        },
+                        x_mm: 1000 * i as u32 + 1,
+                        y_mm: 2000 * i as u32 + 2,
+                        radius_mm: 40_000 + i as u32,
+                    })
+                    .collect(),
+            },
+        }
+    }
+
+    #[test]
+    fn server_messages_round_trip() {
+        for zones in [0, 1, 5, welcome_layout::ZONE_COUNT_MAX] {
+            let w = welcome(zones);
+            let b = encode_welcome(&w);
+            assert_eq!(b.len(), welcome_bytes(zones));
+            assert_eq!(decode_server(&b), Ok(ServerMessage::Welcome(w.clone())));
+            // Cut or padded by one byte, it is refused by length.
+            for bad in [&b[..b.len() - 1], &[b.as_slice(), &[0]].concat()[..]] {
+                assert!(
+                    matches!(
+                        decode_server(bad),
+                        Err(ServerMessageError::BadLength { kind: "WELCOME", .. })
+                    ),
+                    "{zones} zones"
+                );
+            }
+        }
+        let cached = Welcome {
+            terrain: welcome(1).terrain.cached(),
+            ..welcome(1)
         };
-        let b = encode_welcome(&w);
-        assert_eq!(b.len(), WELCOME_BYTES);
-        assert_eq!(decode_server(&b), Ok(ServerMessage::Welcome(w)));
+        let b = encode_welcome(&cached);
+        assert_eq!(b[welcome_layout::TERRAIN_DELIVERY], TerrainDelivery::Cached as u8);
+        assert_eq!(decode_server(&b), Ok(ServerMessage::Welcome(cached)));
+        let mut bad = encode_welcome(&welcome(2));
+        bad[welcome_layout::TERRAIN_DELIVERY] = 3;
+        assert_eq!(
+            decode_server(&bad),
+            Err(ServerMessageError::BadField {
+                field: "terrain.delivery",
+                value: 3
+            })
+        );
+        let mut bad = encode_welcome(&welcome(2));
+        bad[welcome_layout::ZONES + welcome_layout::ZONE_BYTES + 1] = 1;
+        assert_eq!(
+            decode_server(&bad),
+            Err(ServerMessageError::BadField {
+                field: "zone.shape",
+                value: 1
+            })
+        );
         let p = encode_pong(42, 1000);
         assert_eq!(
             decode_server(&p),
@@ -315,7 +548,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+        fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
             let _ = decode_client(&bytes);
             let _ = decode_server(&bytes);
         }

@@ -2,9 +2,9 @@
 //! SNAPSHOT and PONG.
 
 use super::{
-    client_type, exact, server_type, u16_at, u32_at, u64_at, ClientMessage, InputMsg, ProtocolError, Welcome,
-    ACK_BYTES, HELLO_HEADER_BYTES, INPUT_BYTES, INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES, PROTOCOL_VERSION,
-    WELCOME_BYTES,
+    client_type, exact, server_type, u16_at, u32_at, u64_at, welcome_bytes, ClientMessage, InputMsg,
+    ProtocolError, Welcome, ACK_BYTES, HELLO_FLAG_CACHED_TERRAIN, HELLO_HEADER_BYTES, INPUT_BYTES,
+    INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES, PROTOCOL_VERSION, ZONE_SHAPE_CIRCLE,
 };
 
 /// Decodes one client message. Lengths are exact: a short or long message is an error.
@@ -33,19 +33,36 @@ pub fn decode_client(msg: &[u8]) -> Result<ClientMessage<'_>, ProtocolError> {
                     actual: msg.len(),
                 });
             }
-            let n = msg[3] as usize;
-            exact("HELLO", msg, HELLO_HEADER_BYTES + n)?;
-            let name = std::str::from_utf8(&msg[4..]).map_err(|_| ProtocolError::NameNotUtf8)?;
+            let flags = msg[3];
+            if flags & !HELLO_FLAG_CACHED_TERRAIN != 0 {
+                return Err(ProtocolError::ReservedFlags { kind: "HELLO", flags });
+            }
+            let n = msg[4] as usize;
+            let cached = flags & HELLO_FLAG_CACHED_TERRAIN != 0;
+            let hash_bytes = if cached { 32 } else { 0 };
+            exact("HELLO", msg, HELLO_HEADER_BYTES + n + hash_bytes)?;
+            let name_end = HELLO_HEADER_BYTES + n;
+            let name = std::str::from_utf8(&msg[HELLO_HEADER_BYTES..name_end])
+                .map_err(|_| ProtocolError::NameNotUtf8)?;
             if !migratory_kernel::name_is_valid(name) {
                 return Err(ProtocolError::NameInvalid);
             }
-            Ok(ClientMessage::Hello { version, name })
+            let cached_terrain = cached.then(|| {
+                let mut h = [0u8; 32];
+                h.copy_from_slice(&msg[name_end..]);
+                h
+            });
+            Ok(ClientMessage::Hello {
+                version,
+                name,
+                cached_terrain,
+            })
         }
         client_type::INPUT => {
             exact("INPUT", msg, INPUT_BYTES)?;
             let flags = msg[10];
             if flags & !INPUT_FLAG_CAST != 0 {
-                return Err(ProtocolError::ReservedFlags(flags));
+                return Err(ProtocolError::ReservedFlags { kind: "INPUT", flags });
             }
             Ok(ClientMessage::Input(InputMsg {
                 seq: u32_at(msg, 1),
@@ -69,28 +86,53 @@ pub fn decode_client(msg: &[u8]) -> Result<ClientMessage<'_>, ProtocolError> {
     }
 }
 
-/// WELCOME, laid out as `net/PROTOCOL.md` gives it.
+/// WELCOME, laid out as `net/PROTOCOL.md` gives it (offsets in `welcome_layout`).
 pub fn encode_welcome(w: &Welcome) -> Vec<u8> {
-    let t = &w.terrain;
-    let mut b = Vec::with_capacity(WELCOME_BYTES);
-    b.push(server_type::WELCOME);
-    b.extend_from_slice(&w.protocol_version.to_le_bytes());
-    b.extend_from_slice(&w.client_id.to_le_bytes());
-    b.extend_from_slice(&w.avatar_id.to_le_bytes());
-    b.extend_from_slice(&w.slot.to_le_bytes());
-    b.extend_from_slice(&w.join_tick.to_le_bytes());
-    b.extend_from_slice(&w.tick_rate_hz.to_le_bytes());
-    b.extend_from_slice(&w.snapshot_interval_ticks.to_le_bytes());
-    b.extend_from_slice(&w.world_size_mm.to_le_bytes());
-    b.extend_from_slice(&t.cells.to_le_bytes());
-    b.extend_from_slice(&t.cell_size_mm.to_le_bytes());
-    b.push(t.dtype);
-    b.push(t.compression);
-    b.push(t.chunked as u8);
-    b.extend_from_slice(&t.chunk_count.to_le_bytes());
-    b.extend_from_slice(&t.total_bytes.to_le_bytes());
-    b.extend_from_slice(&t.content_hash);
-    debug_assert_eq!(b.len(), WELCOME_BYTES);
+    use super::welcome_layout as at;
+    let (t, f) = (&w.terrain, &w.world);
+    assert!(f.zones.len() <= at::ZONE_COUNT_MAX, "{} zones", f.zones.len());
+    let mut b = vec![0u8; welcome_bytes(f.zones.len())];
+    let mut put = |offset: usize, bytes: &[u8]| b[offset..offset + bytes.len()].copy_from_slice(bytes);
+    put(0, &[server_type::WELCOME]);
+    put(at::PROTOCOL_VERSION, &w.protocol_version.to_le_bytes());
+    put(at::CLIENT_ID, &w.client_id.to_le_bytes());
+    put(at::AVATAR_ID, &w.avatar_id.to_le_bytes());
+    put(at::SLOT, &w.slot.to_le_bytes());
+    put(at::JOIN_TICK, &w.join_tick.to_le_bytes());
+    put(at::TICK_RATE_HZ, &w.tick_rate_hz.to_le_bytes());
+    put(
+        at::SNAPSHOT_INTERVAL_TICKS,
+        &w.snapshot_interval_ticks.to_le_bytes(),
+    );
+    put(at::WORLD_SIZE_MM, &w.world_size_mm.to_le_bytes());
+    put(at::TERRAIN_CELLS, &t.cells.to_le_bytes());
+    put(at::TERRAIN_CELL_SIZE_MM, &t.cell_size_mm.to_le_bytes());
+    put(at::TERRAIN_DTYPE, &[t.dtype]);
+    put(at::TERRAIN_COMPRESSION, &[t.compression]);
+    put(at::TERRAIN_DELIVERY, &[t.delivery as u8]);
+    put(at::TERRAIN_CHUNK_COUNT, &t.chunk_count.to_le_bytes());
+    put(at::TERRAIN_TOTAL_BYTES, &t.total_bytes.to_le_bytes());
+    put(at::TERRAIN_CONTENT_HASH, &t.content_hash);
+    put(at::VIEW_RADIUS_MM, &f.view_radius_mm.to_le_bytes());
+    put(at::VIEW_ENTITIES_MAX, &f.view_entities_max.to_le_bytes());
+    put(
+        at::BASELINE_WINDOW_SNAPSHOTS,
+        &f.baseline_window_snapshots.to_le_bytes(),
+    );
+    put(at::CAST_RADIUS_MM, &f.cast_radius_mm.to_le_bytes());
+    put(at::CAST_COOLDOWN_TICKS, &f.cast_cooldown_ticks.to_le_bytes());
+    put(
+        at::AVATAR_SPEED_MAX_MM_PER_TICK,
+        &f.avatar_speed_max_mm_per_tick.to_le_bytes(),
+    );
+    put(at::ZONE_COUNT, &[f.zones.len() as u8]);
+    for (i, z) in f.zones.iter().enumerate() {
+        let o = at::ZONES + i * at::ZONE_BYTES;
+        put(o, &[z.kind as u8, ZONE_SHAPE_CIRCLE]);
+        put(o + 2, &z.x_mm.to_le_bytes());
+        put(o + 6, &z.y_mm.to_le_bytes());
+        put(o + 10, &z.radius_mm.to_le_bytes());
+    }
     b
 }
 

@@ -143,6 +143,8 @@ pub(crate) struct ConnectionCtx {
     pub next_client_id: std::sync::atomic::AtomicU32,
     /// The terrain messages every client gets after WELCOME, encoded once.
     pub terrain: Arc<Vec<Bytes>>,
+    /// The terrain's content hash: a HELLO naming it gets no terrain messages.
+    pub terrain_hash: [u8; 32],
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
@@ -153,6 +155,7 @@ impl ConnectionCtx {
         metrics: Arc<Metrics>,
         events: std::sync::mpsc::Sender<NetEvent>,
         terrain: Arc<Vec<Bytes>>,
+        terrain_hash: [u8; 32],
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> ConnectionCtx {
         let s = &config.server;
@@ -166,6 +169,7 @@ impl ConnectionCtx {
             events,
             next_client_id: std::sync::atomic::AtomicU32::new(1),
             terrain,
+            terrain_hash,
             shutdown,
         }
     }
@@ -178,6 +182,8 @@ struct Conn<S> {
     shared: Option<Arc<ClientShared>>,
     limiter: RateLimiter,
     last_client_seq: Option<u32>,
+    /// The tick of the newest SNAPSHOT this connection sent: PONG never names an older one.
+    newest_snapshot_tick: u32,
 }
 
 /// Serves one upgraded WebSocket connection until it ends.
@@ -198,6 +204,7 @@ where
         ctx,
         shared: None,
         last_client_seq: None,
+        newest_snapshot_tick: 0,
     };
     let stop = conn.serve().await;
     let end = conn.finish(stop).await;
@@ -226,8 +233,8 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     async fn serve(&mut self) -> Stop {
-        let name = match self.handshake().await {
-            Ok(name) => name,
+        let (name, terrain_cached) = match self.handshake().await {
+            Ok(hello) => hello,
             Err(stop) => return stop,
         };
         let client = self.ctx.next_client_id.fetch_add(1, Relaxed);
@@ -238,6 +245,7 @@ where
         let hello = NetEvent::Hello {
             client,
             name,
+            terrain_cached,
             shared,
             queue: tx,
         };
@@ -250,8 +258,9 @@ where
         self.session(rx).await
     }
 
-    /// Waits for HELLO (answering PINGs meanwhile); returns the player name.
-    async fn handshake(&mut self) -> Result<String, Stop> {
+    /// Waits for HELLO (answering PINGs meanwhile); returns the player name, and whether
+    /// the client has this world's terrain cached.
+    async fn handshake(&mut self) -> Result<(String, bool), Stop> {
         let timeout = self.ctx.hello_timeout;
         let deadline = Instant::now() + timeout;
         loop {
@@ -270,7 +279,12 @@ where
             let data = self.incoming(msg)?;
             let Some(data) = data else { continue };
             match protocol::decode_client(&data) {
-                Ok(ClientMessage::Hello { name, .. }) => return Ok(name.to_string()),
+                Ok(ClientMessage::Hello {
+                    name, cached_terrain, ..
+                }) => {
+                    let cached = cached_terrain == Some(self.ctx.terrain_hash);
+                    return Ok((name.to_string(), cached));
+                }
                 Ok(ClientMessage::Ping { nonce }) => self.pong(nonce).await?,
                 Ok(ClientMessage::Input(_)) => return Err(self.policy("INPUT before HELLO")),
                 Ok(ClientMessage::Ack { .. }) => return Err(self.policy("ACK before HELLO")),
@@ -298,8 +312,11 @@ where
                 out = rx.recv() => {
                     let r = match out {
                         None => Err(going_away()),
-                        Some(Outbound::Welcome(welcome)) => self.welcome_and_terrain(welcome).await,
-                        Some(Outbound::Snapshot { message }) => {
+                        Some(Outbound::Welcome { message, terrain_cached }) => {
+                            self.welcome_and_terrain(message, terrain_cached).await
+                        }
+                        Some(Outbound::Snapshot { tick, message }) => {
+                            self.newest_snapshot_tick = self.newest_snapshot_tick.max(tick);
                             self.send(message).await.map(|()| {
                                 self.ctx.metrics.snapshots_sent_total.fetch_add(1, Relaxed);
                             })
@@ -437,14 +454,26 @@ where
 
     async fn pong(&mut self, nonce: u64) -> Result<(), Stop> {
         self.ctx.metrics.pings_total.fetch_add(1, Relaxed);
-        let tick = self.ctx.metrics.current_tick.load(Relaxed);
+        // The tick is published before its snapshots leave the tick thread, and the max
+        // makes the rule hold by construction here as well.
+        let tick = self
+            .ctx
+            .metrics
+            .current_tick
+            .load(Relaxed)
+            .max(self.newest_snapshot_tick);
         let pong = protocol::encode_pong(nonce, tick);
         self.send(Bytes::copy_from_slice(&pong)).await
     }
 
-    /// WELCOME, then every terrain message, each within the terrain timeout.
-    async fn welcome_and_terrain(&mut self, welcome: Bytes) -> Result<(), Stop> {
+    /// WELCOME, then every terrain message (none when the client has it cached), each
+    /// within the terrain timeout; then the tick may send snapshots.
+    async fn welcome_and_terrain(&mut self, welcome: Bytes, terrain_cached: bool) -> Result<(), Stop> {
         self.send(welcome).await?;
+        if terrain_cached {
+            self.terrain_delivered();
+            return Ok(());
+        }
         let bp = &self.ctx.backpressure;
         let limit = bp.terrain_enqueue_timeout();
         let code = bp.eviction_close_code;
@@ -473,7 +502,15 @@ where
                 .terrain_bytes_sent_total
                 .fetch_add(msg.len() as u64, Relaxed);
         }
+        self.terrain_delivered();
         Ok(())
+    }
+
+    /// The terrain is with the client: the tick thread queues its snapshots from now on.
+    fn terrain_delivered(&self) {
+        if let Some(shared) = &self.shared {
+            shared.terrain_pending.store(false, Relaxed);
+        }
     }
 
     /// Sends one binary message (in several frames when it is long), racing close

@@ -36,7 +36,7 @@ use tokio_tungstenite::tungstenite::Bytes;
 use tokio_tungstenite::WebSocketStream;
 
 use crate::config::ServerConfig;
-use crate::protocol::WireTerrainDescriptor;
+use crate::protocol::{WireTerrainDescriptor, WireZone, WorldFacts, ZoneKind};
 use crate::terrain_wire::{self, TerrainConfigError, TerrainDescriptor};
 use connection::ConnectionCtx;
 use metrics::Metrics;
@@ -218,6 +218,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         snapshot_interval_ticks: world_config.snapshot_interval_ticks as u16,
         world_size_mm: world_config.world_size_mm,
         terrain: WireTerrainDescriptor::from_descriptor(&descriptor),
+        world: world_facts(&world),
     };
     let settings = TickSettings {
         pin_shard_threads: s.pin_shard_threads,
@@ -265,6 +266,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
             metrics.clone(),
             events_tx,
             terrain_messages,
+            descriptor.content_hash,
             shutdown_rx.clone(),
         )),
         ws_config,
@@ -443,6 +445,35 @@ fn utc_stamp(secs: u64) -> String {
         rem / 60 % 60,
         rem % 60
     )
+}
+
+/// What WELCOME tells every client about the world it joins.
+fn world_facts(world: &World) -> WorldFacts {
+    let c = world.config();
+    let zones = world.zones();
+    // Zones are placed inside the world, so their centres are never negative.
+    let zone = |kind, z: &migratory_kernel::Zone| WireZone {
+        kind,
+        x_mm: z.x_mm.max(0) as u32,
+        y_mm: z.y_mm.max(0) as u32,
+        radius_mm: z.radius_mm,
+    };
+    WorldFacts {
+        view_radius_mm: c.view_radius_mm,
+        view_entities_max: migratory_kernel::VIEW_ENTITIES_MAX as u16,
+        baseline_window_snapshots: migratory_kernel::BASELINE_RING_LEN as u16,
+        cast_radius_mm: c.player.cast_radius_mm,
+        cast_cooldown_ticks: c.player.cast_cooldown_ticks,
+        avatar_speed_max_mm_per_tick: c.player.speed_max_mm_per_tick,
+        zones: std::iter::once(zone(ZoneKind::Town, &zones.town))
+            .chain(
+                zones
+                    .hunting_fields
+                    .iter()
+                    .map(|z| zone(ZoneKind::HuntingField, z)),
+            )
+            .collect(),
+    }
 }
 
 async fn metrics_page(State(ctx): State<Arc<AppState>>) -> impl IntoResponse {

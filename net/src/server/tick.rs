@@ -22,7 +22,7 @@ use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::Bytes;
 
 use crate::config::BackpressureSection;
-use crate::protocol::{self, close_code, Welcome, WireTerrainDescriptor};
+use crate::protocol::{self, close_code, Welcome, WireTerrainDescriptor, WorldFacts};
 use crate::server::metrics::{Metrics, Phase};
 
 /// At most this many events are taken per tick, so a burst cannot stall one tick; the
@@ -46,6 +46,10 @@ pub struct ClientShared {
     /// Set by the connection after each successful send; the tick thread clears it when
     /// it counts an overflow, so consecutive overflows are told from separated ones.
     pub sent_since_overflow: AtomicBool,
+    /// True until the connection has delivered the terrain. Snapshots due before then are
+    /// not queued (nor counted as overflows): the terrain timeout alone decides whether a
+    /// client too slow to take the terrain is evicted.
+    pub terrain_pending: AtomicBool,
     close: Mutex<Option<CloseRequest>>,
     close_notify: Notify,
 }
@@ -58,6 +62,7 @@ impl ClientShared {
             overflow_events: AtomicU64::new(0),
             queue_depth_hwm: AtomicUsize::new(0),
             sent_since_overflow: AtomicBool::new(false),
+            terrain_pending: AtomicBool::new(true),
             close: Mutex::new(None),
             close_notify: Notify::new(),
         }
@@ -96,9 +101,10 @@ impl ClientShared {
 #[derive(Debug)]
 pub enum Outbound {
     /// The join took effect: send this WELCOME, then the terrain, then snapshots.
-    Welcome(Bytes),
-    /// A SNAPSHOT message (type byte + kernel snapshot).
-    Snapshot { message: Bytes },
+    /// WELCOME, and whether the client has the terrain cached (nothing more to send).
+    Welcome { message: Bytes, terrain_cached: bool },
+    /// A SNAPSHOT message (type byte + kernel snapshot) and its tick.
+    Snapshot { tick: u32, message: Bytes },
 }
 
 /// What connection tasks tell the tick thread.
@@ -108,6 +114,8 @@ pub enum NetEvent {
     Hello {
         client: u32,
         name: String,
+        /// The client's HELLO named this world's terrain hash.
+        terrain_cached: bool,
         shared: Arc<ClientShared>,
         queue: Sender<Outbound>,
     },
@@ -137,6 +145,7 @@ enum JoinState {
 #[derive(Debug)]
 struct TickClient {
     state: JoinState,
+    terrain_cached: bool,
     shared: Arc<ClientShared>,
     queue: Sender<Outbound>,
     /// No more messages are queued (eviction requested, or the queue is closed).
@@ -179,6 +188,7 @@ pub struct WelcomeBase {
     pub snapshot_interval_ticks: u16,
     pub world_size_mm: u32,
     pub terrain: WireTerrainDescriptor,
+    pub world: WorldFacts,
 }
 
 /// How the loop runs.
@@ -373,6 +383,7 @@ impl TickLoop {
                 NetEvent::Hello {
                     client,
                     name,
+                    terrain_cached,
                     shared,
                     queue,
                 } => {
@@ -381,6 +392,7 @@ impl TickLoop {
                         client,
                         TickClient {
                             state: JoinState::Joining,
+                            terrain_cached,
                             shared,
                             queue,
                             closing: false,
@@ -511,11 +523,20 @@ impl TickLoop {
                 tick_rate_hz: self.welcome.tick_rate_hz,
                 snapshot_interval_ticks: self.welcome.snapshot_interval_ticks,
                 world_size_mm: self.welcome.world_size_mm,
-                terrain: self.welcome.terrain,
+                terrain: if c.terrain_cached {
+                    self.welcome.terrain.cached()
+                } else {
+                    self.welcome.terrain
+                },
+                world: self.welcome.world.clone(),
             };
-            let msg = Bytes::from(protocol::encode_welcome(&w));
+            let message = Bytes::from(protocol::encode_welcome(&w));
+            let welcome = Outbound::Welcome {
+                message,
+                terrain_cached: c.terrain_cached,
+            };
             // Nothing is queued before the WELCOME, so it always fits an open queue.
-            if c.queue.try_send(Outbound::Welcome(msg)).is_err() {
+            if c.queue.try_send(welcome).is_err() {
                 c.closing = true;
             }
         }
@@ -539,11 +560,14 @@ impl TickLoop {
             let Some(c) = self.clients.get_mut(&f.client) else {
                 continue;
             };
-            if c.state != JoinState::Joined || c.closing {
+            if c.state != JoinState::Joined || c.closing || c.shared.terrain_pending.load(Relaxed) {
                 continue;
             }
             let message = Bytes::from(protocol::encode_snapshot(f.bytes));
-            match c.queue.try_send(Outbound::Snapshot { message }) {
+            match c.queue.try_send(Outbound::Snapshot {
+                tick: out.tick,
+                message,
+            }) {
                 Ok(()) => {
                     let depth = c.queue.max_capacity() - c.queue.capacity();
                     c.shared.queue_depth_hwm.fetch_max(depth, Relaxed);

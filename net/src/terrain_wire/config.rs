@@ -135,8 +135,8 @@ impl Default for TerrainWireConfig {
         TerrainWireConfig {
             dtype: Dtype::F32,
             compression: Compression::Auto,
-            chunk_transport_threshold_bytes: 4_194_304,
-            chunk_target_bytes: 1_048_576,
+            chunk_transport_threshold_bytes: 524_288,
+            chunk_target_bytes: 524_288,
             quantization_range: QuantizationRange::Auto,
             quantization_min: None,
             quantization_max: None,

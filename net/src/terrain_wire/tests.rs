@@ -281,26 +281,27 @@ fn chunk_fields(m: &[u8]) -> (u32, u32, u32, u32, u32) {
 #[test]
 fn large_grid_goes_chunked_on_whole_rows() {
     let t = patterned_terrain(2048);
-    // f32 uncompressed: 16 MiB >= the 4 MiB default threshold.
+    // f32 uncompressed: 16 MiB, far over the default threshold.
     let c = cfg(Dtype::F32, Compression::None);
     let msgs = encode(&t, &c).unwrap();
     let d = &msgs.descriptor;
     let row_bytes = 2048 * 4;
-    let rows_per_chunk = 1_048_576 / row_bytes;
+    let rows_per_chunk = c.chunk_target_bytes as usize / row_bytes;
+    let chunks = (2048 / rows_per_chunk) as u32;
     assert!(d.chunked);
-    assert_eq!(d.chunk_count, 16);
-    assert_eq!(msgs.messages.len(), 17);
+    assert_eq!(d.chunk_count, chunks);
+    assert_eq!(msgs.messages.len(), chunks as usize + 1);
     assert_eq!(
         d.total_bytes,
         msgs.messages.iter().map(|m| m.len() as u64).sum::<u64>()
     );
     let h = &msgs.messages[0];
     assert_eq!((h[0], h.len()), (MSG_TERRAIN_HEADER, 80));
-    assert_eq!((le_u32(h, 72), le_u32(h, 76)), (16, rows_per_chunk as u32));
+    assert_eq!((le_u32(h, 72), le_u32(h, 76)), (chunks, rows_per_chunk as u32));
     for (i, m) in msgs.messages[1..].iter().enumerate() {
         let (index, count, row_start, row_count, raw_bytes) = chunk_fields(m);
         assert_eq!(m[0], MSG_TERRAIN_CHUNK);
-        assert_eq!((index, count), (i as u32, 16));
+        assert_eq!((index, count), (i as u32, chunks));
         assert_eq!(
             (row_start, row_count),
             (i as u32 * rows_per_chunk as u32, rows_per_chunk as u32)
@@ -743,7 +744,7 @@ fn toml_keys_and_values() {
             d.chunk_transport_threshold_bytes,
             d.chunk_target_bytes
         ),
-        (Dtype::F32, Compression::Auto, 4_194_304, 1_048_576)
+        (Dtype::F32, Compression::Auto, 524_288, 524_288)
     );
     assert_eq!(
         (d.quantization_range, d.quantization_min, d.quantization_max),
@@ -764,4 +765,21 @@ fn toml_keys_and_values() {
             "{key}"
         );
     }
+}
+
+/// The largest message of the default world with the default config stays under the
+/// 1 MiB limit common WebSocket client libraries apply by default (PROTOCOL.md says so).
+#[test]
+fn the_default_terrain_goes_in_messages_under_one_mebibyte() {
+    let world = WorldConfig::default();
+    let t = Terrain::generate(&world).expect("the default terrain generates");
+    let msgs = encode(&t, &TerrainWireConfig::default()).unwrap();
+    let largest = msgs.messages.iter().map(Vec::len).max().unwrap();
+    assert!(msgs.descriptor.chunked, "{:?}", msgs.descriptor);
+    assert!(largest < 1 << 20, "largest terrain message {largest} bytes");
+    eprintln!(
+        "default terrain: {} messages, {} bytes in all, the largest {largest}",
+        msgs.messages.len(),
+        msgs.descriptor.total_bytes
+    );
 }

@@ -86,14 +86,19 @@ async fn oversized_messages_close_with_1009() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_protocol_version_closes_with_1002_and_says_why() {
     let (server, witness) = server_and_witness().await;
-    let (code, reason) = close_after(
-        &server,
-        false,
-        protocol::encode_hello(PROTOCOL_VERSION + 1, "future"),
-    )
-    .await;
-    assert_eq!(code, 1002, "{reason}");
-    assert!(reason.contains("version 2"), "{reason}");
+    // A protocol 1 client's HELLO (no flags byte), and a HELLO from the future.
+    let v1 = vec![0x10, 0x01, 0x00, 0x03, b'o', b'l', b'd'];
+    let v3 = protocol::encode_hello(PROTOCOL_VERSION + 1, "future", None);
+    for (hello, found) in [(v1, 1), (v3, PROTOCOL_VERSION + 1)] {
+        let (code, reason) = close_after(&server, false, hello).await;
+        assert_eq!(code, 1002, "{reason}");
+        assert!(
+            reason.contains(&format!(
+                "unsupported protocol version {found} (this server speaks 2)"
+            )),
+            "{reason}"
+        );
+    }
     finish(server, witness).await;
 }
 
@@ -123,7 +128,12 @@ async fn input_before_hello_closes_with_1008() {
     assert_eq!(code, 1008, "{reason}");
     assert!(reason.contains("before HELLO"), "{reason}");
     // And a second HELLO is a state error too.
-    let (code, reason) = close_after(&server, true, protocol::encode_hello(PROTOCOL_VERSION, "again")).await;
+    let (code, reason) = close_after(
+        &server,
+        true,
+        protocol::encode_hello(PROTOCOL_VERSION, "again", None),
+    )
+    .await;
     assert_eq!(code, 1008, "{reason}");
     finish(server, witness).await;
 }

@@ -1,5 +1,5 @@
 //! Shared test helpers: a small world config, temp folders, WebSocket clients that speak
-//! protocol v1, and a well-behaved "witness" client that proves the server kept serving.
+//! protocol v2, and a well-behaved "witness" client that proves the server kept serving.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -67,7 +67,7 @@ pub async fn send(ws: &mut Ws, bytes: Vec<u8>) {
 /// Connects, sends HELLO and reads up to WELCOME. Terrain and snapshots follow.
 pub async fn join(url: &str, name: &str) -> (Ws, Welcome) {
     let mut ws = connect(url).await;
-    send(&mut ws, protocol::encode_hello(PROTOCOL_VERSION, name)).await;
+    send(&mut ws, protocol::encode_hello(PROTOCOL_VERSION, name, None)).await;
     let welcome = tokio::time::timeout(Duration::from_secs(5), async {
         loop {
             match ws.next().await {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use migratory_net::client::bots::http_get;
-use migratory_net::protocol::{self, InputMsg, ServerMessage, PROTOCOL_VERSION};
+use migratory_net::protocol::{self, InputMsg, ServerMessage, TerrainDelivery, ZoneKind, PROTOCOL_VERSION};
 use migratory_net::server::metrics::sample;
 use migratory_net::terrain_wire::TerrainAssembler;
 use migratory_net::ServeOptions;
@@ -342,7 +342,7 @@ async fn a_full_world_refuses_the_join_with_1013() {
     let server = common::start(config).await;
     let witness = common::Witness::join(&server.ws_url()).await;
     let mut ws = common::connect(&server.ws_url()).await;
-    common::send(&mut ws, protocol::encode_hello(PROTOCOL_VERSION, "late")).await;
+    common::send(&mut ws, protocol::encode_hello(PROTOCOL_VERSION, "late", None)).await;
     let (code, reason) = common::close_of(&mut ws).await.expect("a close frame");
     assert_eq!(code, 1013, "{reason}");
     assert!(reason.contains("world full"), "{reason}");
@@ -411,5 +411,158 @@ async fn healthz_and_metrics_share_the_port() {
     let (status, _) = http_get(&addr, "/ws").await.expect("GET /ws");
     assert_eq!(status, 400);
     drop(ws);
+    server.shutdown().await.expect("clean stop");
+}
+
+/// Reads messages until `pick` returns something, within five seconds.
+async fn read_until<T>(ws: &mut common::Ws, mut pick: impl FnMut(ServerMessage<'_>) -> Option<T>) -> T {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let Some(Ok(Message::Binary(b))) = ws.next().await else {
+                panic!("the connection ended");
+            };
+            if let Some(t) = pick(protocol::decode_server(&b).expect("a valid server message")) {
+                return t;
+            }
+        }
+    })
+    .await
+    .expect("in time")
+}
+
+/// WELCOME tells a client everything it needs to play: the zones (as the world placed
+/// them), the view and cast figures; a client that names the terrain it has cached gets
+/// no terrain, and its first message after WELCOME is a SNAPSHOT it can decode; a wrong
+/// hash gets the terrain as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn welcome_carries_the_zones_and_a_cached_terrain_is_skipped() {
+    let config = common::small_config();
+    let world = migratory_kernel::World::new(config.world.clone(), 1).expect("the test world");
+    let server = common::start(config.clone()).await;
+    let url = server.ws_url();
+
+    let (mut first, welcome) = common::join(&url, "mapper").await;
+    let facts = &welcome.world;
+    assert_eq!(facts.view_radius_mm, config.world.view_radius_mm);
+    assert_eq!(
+        facts.view_entities_max as usize,
+        migratory_kernel::VIEW_ENTITIES_MAX
+    );
+    assert_eq!(
+        facts.baseline_window_snapshots as usize,
+        migratory_kernel::BASELINE_RING_LEN
+    );
+    assert_eq!(facts.cast_radius_mm, config.world.player.cast_radius_mm);
+    assert_eq!(facts.cast_cooldown_ticks, config.world.player.cast_cooldown_ticks);
+    assert_eq!(
+        facts.avatar_speed_max_mm_per_tick,
+        config.world.player.speed_max_mm_per_tick
+    );
+    let zones = world.zones();
+    assert!(
+        !zones.hunting_fields.is_empty(),
+        "the test world has hunting fields"
+    );
+    assert_eq!(facts.zones.len(), 1 + zones.hunting_fields.len());
+    let expected = std::iter::once((ZoneKind::Town, zones.town))
+        .chain(zones.hunting_fields.iter().map(|&z| (ZoneKind::HuntingField, z)));
+    for (got, (kind, z)) in facts.zones.iter().zip(expected) {
+        assert_eq!(got.kind, kind);
+        assert_eq!(
+            (got.x_mm as i32, got.y_mm as i32, got.radius_mm),
+            (z.x_mm, z.y_mm, z.radius_mm)
+        );
+    }
+    assert_ne!(welcome.terrain.delivery, TerrainDelivery::Cached);
+    assert_eq!(welcome.terrain.content_hash, server.terrain().content_hash);
+    // The first client takes the terrain, which is what it would cache.
+    let mut assembler = TerrainAssembler::new();
+    read_until(&mut first, |m| match m {
+        ServerMessage::Terrain(t) => assembler.push(t).expect("valid terrain"),
+        other => panic!("terrain first, got {other:?}"),
+    })
+    .await;
+
+    // A returning client with that terrain cached.
+    let hash = welcome.terrain.content_hash;
+    let mut again = common::connect(&url).await;
+    common::send(
+        &mut again,
+        protocol::encode_hello(PROTOCOL_VERSION, "returning", Some(&hash)),
+    )
+    .await;
+    let cached = read_until(&mut again, |m| match m {
+        ServerMessage::Welcome(w) => Some(w),
+        other => panic!("WELCOME first, got {other:?}"),
+    })
+    .await;
+    assert_eq!(cached.terrain.delivery, TerrainDelivery::Cached);
+    assert_eq!((cached.terrain.chunk_count, cached.terrain.total_bytes), (0, 0));
+    assert_eq!(cached.terrain.content_hash, hash);
+    assert_eq!(cached.world, welcome.world);
+    let mut decoder = migratory_kernel::ClientDecoder::new();
+    let tick = read_until(&mut again, |m| match m {
+        ServerMessage::Snapshot { tick, snapshot } => {
+            let (header, _) = decoder.decode(snapshot).expect("the first snapshot decodes");
+            assert_eq!(header.avatar_id, cached.avatar_id);
+            Some(tick)
+        }
+        other => panic!("a SNAPSHOT right after WELCOME, got {other:?}"),
+    })
+    .await;
+    assert!(tick >= cached.join_tick);
+
+    // A stale cache (another terrain's hash) is no error: the terrain comes as usual.
+    let mut stale = common::connect(&url).await;
+    common::send(
+        &mut stale,
+        protocol::encode_hello(PROTOCOL_VERSION, "stale", Some(&[0x5a; 32])),
+    )
+    .await;
+    let w = read_until(&mut stale, |m| match m {
+        ServerMessage::Welcome(w) => Some(w),
+        other => panic!("WELCOME first, got {other:?}"),
+    })
+    .await;
+    assert_eq!(w.terrain.delivery, welcome.terrain.delivery);
+    read_until(&mut stale, |m| match m {
+        ServerMessage::Terrain(_) => Some(()),
+        other => panic!("terrain after WELCOME, got {other:?}"),
+    })
+    .await;
+    server.shutdown().await.expect("clean stop");
+}
+
+/// PONG's tick is never below the tick of a SNAPSHOT the client received before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pong_never_names_a_tick_older_than_a_received_snapshot() {
+    let server = common::start(common::small_config()).await;
+    let (mut ws, _) = common::join(&server.ws_url(), "clock").await;
+    let mut newest_snapshot = 0u32;
+    let mut pongs = 0;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut nonce = 0u64;
+    while Instant::now() < deadline {
+        // Ping right after each snapshot, when a stale tick would show.
+        let Some(Ok(Message::Binary(b))) = ws.next().await else {
+            panic!("connection ended");
+        };
+        match protocol::decode_server(&b) {
+            Ok(ServerMessage::Snapshot { tick, .. }) => {
+                newest_snapshot = newest_snapshot.max(tick);
+                nonce += 1;
+                common::send(&mut ws, protocol::encode_ping(nonce)).await;
+            }
+            Ok(ServerMessage::Pong { server_tick, .. }) => {
+                assert!(
+                    server_tick >= newest_snapshot,
+                    "PONG says tick {server_tick} after a SNAPSHOT of tick {newest_snapshot}"
+                );
+                pongs += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(pongs >= 20, "only {pongs} PONGs in 3 s");
     server.shutdown().await.expect("clean stop");
 }
