@@ -13,8 +13,8 @@
 //! - [`Script`]: seeded scripted players for tests, benchmarks and synthetic sessions.
 //!
 //! Everything else is internal. The modules depend on each other top-down in this order
-//! (each uses only those above it): `rng`, `config`, `input`, `player`, `terrain`,
-//! `zones`, `boids`, `grid`, `pool`, `hash`, `snapshot`, `output`, `world`, `checkpoint`,
+//! (each uses only those above it): `rng`, `config`, `input`, `player`, `pool`, `grid`,
+//! `terrain`, `zones`, `boids`, `hash`, `snapshot`, `output`, `world`, `checkpoint`,
 //! `scripted`.
 
 #![deny(clippy::float_arithmetic)]

@@ -10,7 +10,7 @@
 //! generation. The wire protocol is specified in `net/PROTOCOL.md`, the terrain messages
 //! in `net/TERRAIN_WIRE.md`.
 //!
-//! Modules, top-down (each uses only those above it): `config`, `terrain_wire`,
+//! Modules, top-down (each uses only those above it): `terrain_wire`, `config`,
 //! `protocol`, then the two sides, which never use each other: `server` (HTTP and
 //! WebSocket front, `connection` tasks, the `tick` thread, `metrics`, `watchdog`) and
 //! `client` (bots, and the client-side decoding the tests share).
