@@ -82,6 +82,16 @@ impl Histogram {
         self.max.load(Relaxed)
     }
 
+    /// Forgets every sample (the tick thread, at the start of a window).
+    pub fn clear(&self) {
+        for c in self.counts.iter() {
+            c.store(0, Relaxed);
+        }
+        self.count.store(0, Relaxed);
+        self.sum.store(0, Relaxed);
+        self.max.store(0, Relaxed);
+    }
+
     /// The value at quantile `q` (0..=1), or 0 when empty.
     pub fn quantile(&self, q: f64) -> u64 {
         let n = self.count();
@@ -97,6 +107,34 @@ impl Histogram {
             }
         }
         self.max()
+    }
+}
+
+/// The last complete window of ticks (one second of them) as a histogram, for per-second
+/// series (the soak scrapes it every second): the tick thread records into one of two
+/// histograms and, at the start of each window, clears the other and switches; a reader
+/// reads the one not being written, which holds the previous window.
+#[derive(Debug, Default)]
+pub struct WindowHistogram {
+    windows: [Histogram; 2],
+    /// Index of the window being written.
+    current: AtomicU32,
+}
+
+impl WindowHistogram {
+    /// Records `v` for tick `tick`, where a window is `window_ticks` ticks.
+    pub fn record(&self, tick: u64, window_ticks: u64, v: u64) {
+        let window = (tick / window_ticks.max(1)) % 2;
+        if u64::from(self.current.load(Relaxed)) != window {
+            self.windows[window as usize].clear();
+            self.current.store(window as u32, Relaxed);
+        }
+        self.windows[window as usize].record(v);
+    }
+
+    /// The previous complete window.
+    pub fn last(&self) -> &Histogram {
+        &self.windows[1 - self.current.load(Relaxed) as usize % 2]
     }
 }
 
@@ -153,6 +191,8 @@ pub struct Metrics {
     /// Deadlines dropped because the loop was too far behind (never simulated).
     pub ticks_skipped_total: AtomicU64,
     pub loop_us: Histogram,
+    /// The loop's work over the last complete second of ticks.
+    pub loop_recent_us: WindowHistogram,
     pub ingest_us: Histogram,
     pub step_us: Histogram,
     pub record_us: Histogram,
@@ -276,6 +316,12 @@ impl Metrics {
             "migratory_tick_loop_seconds",
             "Work per tick (ingest + step + record + handoff).",
             &[("", &self.loop_us)],
+        );
+        summary(
+            &mut o,
+            "migratory_tick_loop_recent_seconds",
+            "Work per tick over the last complete second of ticks.",
+            &[("", self.loop_recent_us.last())],
         );
         summary(
             &mut o,
@@ -437,8 +483,60 @@ impl Metrics {
             "Recording write failures (recording stops at the first).",
             l(&self.recording_errors_total),
         );
+        if let Some(p) = process_figures() {
+            let _ = writeln!(
+                o,
+                "# HELP process_resident_memory_bytes Resident memory size in bytes.\n\
+                 # TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {}",
+                p.resident_bytes
+            );
+            let _ = writeln!(
+                o,
+                "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n\
+                 # TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {}",
+                p.cpu_seconds
+            );
+        }
         o
     }
+}
+
+/// This process's resident memory and CPU time, from `/proc/self` (Linux only).
+struct ProcessFigures {
+    resident_bytes: u64,
+    cpu_seconds: f64,
+}
+
+#[cfg(target_os = "linux")]
+fn process_figures() -> Option<ProcessFigures> {
+    // statm: sizes in pages, the second field resident.
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // stat: utime and stime are fields 14 and 15, counted after the ")" that ends the
+    // command name (which may itself hold spaces).
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let (utime, stime): (u64, u64) = (fields.get(11)?.parse().ok()?, fields.get(12)?.parse().ok()?);
+    // SAFETY: sysconf only reads a system constant.
+    let (page, hz) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PAGESIZE),
+            libc::sysconf(libc::_SC_CLK_TCK),
+        )
+    };
+    if page <= 0 || hz <= 0 {
+        return None;
+    }
+    Some(ProcessFigures {
+        resident_bytes: pages * page as u64,
+        cpu_seconds: (utime + stime) as f64 / hz as f64,
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn process_figures() -> Option<ProcessFigures> {
+    None
 }
 
 /// A Prometheus summary (p50, p99, max in seconds) for each labelled histogram.
@@ -516,6 +614,24 @@ mod tests {
         assert_eq!(h.max(), 1000);
     }
 
+    /// The window histogram reports the previous complete window, not the one being written.
+    #[test]
+    fn the_recent_window_is_the_last_complete_one() {
+        let w = WindowHistogram::default();
+        for tick in 0..60 {
+            w.record(tick, 60, 1000);
+        }
+        for tick in 60..90 {
+            w.record(tick, 60, 5000);
+        }
+        assert_eq!((w.last().count(), w.last().max()), (60, 1000));
+        for tick in 120..130 {
+            w.record(tick, 60, 7);
+        }
+        // Window 1 (ticks 60..120) is now the last complete one; window 0 was cleared.
+        assert_eq!((w.last().count(), w.last().max()), (30, 5000));
+    }
+
     #[test]
     fn renders_and_parses() {
         let m = Metrics::new(60);
@@ -533,6 +649,18 @@ mod tests {
             sample(&text, "migratory_closes_total", "{code=\"other\"}"),
             Some(1.0)
         );
+        #[cfg(target_os = "linux")]
+        {
+            assert!(sample(&text, "process_resident_memory_bytes", "").unwrap() > 1e5);
+            // Some CPU time, so the counter has something to show at 10 ms resolution.
+            let start = std::time::Instant::now();
+            let mut x = 0u64;
+            while start.elapsed() < std::time::Duration::from_millis(60) {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+            }
+            let cpu = sample(&m.render(), "process_cpu_seconds_total", "").unwrap();
+            assert!(cpu >= 0.02, "{cpu}");
+        }
         let p99 = sample(&text, "migratory_tick_loop_seconds", "{quantile=\"0.99\"}").unwrap();
         assert!((p99 - 0.0015).abs() < 0.0001, "{p99}");
         assert!(sample(

@@ -367,6 +367,11 @@ impl TickLoop {
         m.record_us.record(us(t3 - t2));
         m.handoff_us.record(us(t4 - t3));
         m.loop_us.record(us(t4 - t0));
+        m.loop_recent_us.record(
+            u64::from(self.world.tick()),
+            u64::from(self.world.config().tick_rate_hz),
+            us(t4 - t0),
+        );
         m.ticks_total.fetch_add(1, Relaxed);
         t4 - t0
     }
