@@ -1,20 +1,24 @@
-//! The bot load generator behind `migratory-bots`: N WebSocket clients driven by a few
-//! tokio tasks (each task polls its share of the bots together), so the server and the
-//! load run in separate processes.
+//! The bots behind `migratory-bots`: WebSocket clients that play like players (see
+//! `behaviour`), decode every snapshot with the kernel's decoder, and count what they get.
 //!
-//! Each bot sends HELLO, steers at `input_hz`, acks every snapshot, and PINGs once per
-//! `ping_interval`; the report gives joins, snapshots, snapshot bytes per second per client
-//! (mean and p95), PING round trips (p50, p99) and snapshots missed (gaps in the ticks).
+//! Each bot sends HELLO, and then for each snapshot it decodes one INPUT (steering by its
+//! own decoded position) and one ACK, and a PING every `ping_interval`. `run` is the plain
+//! load run (a fixed number of bots for a fixed time); `soak` ramps bots in steps and
+//! samples every second while they play.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use migratory_kernel::ClientDecoder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::protocol::{self, InputMsg, ServerMessage, PROTOCOL_VERSION};
+use super::behaviour::{BotMix, Brain, Role};
+use crate::protocol::{self, ServerMessage, TerrainDelivery, PROTOCOL_VERSION};
 
 /// What the bots do.
 #[derive(Clone, Debug)]
@@ -23,10 +27,8 @@ pub struct BotOptions {
     pub url: String,
     pub clients: u32,
     pub duration: Duration,
-    /// Tokio tasks the bots are spread over.
+    /// Runtime threads the bots share.
     pub tasks: u32,
-    /// INPUT messages per second per bot.
-    pub input_hz: u32,
     pub ping_interval: Duration,
     /// Connections are opened evenly over this time, so a join burst does not skew the start.
     pub connect_spread: Duration,
@@ -34,6 +36,9 @@ pub struct BotOptions {
     /// Send HELLO (join). Without it the bots only hold their connections open, which
     /// measures what a bare connection costs the server.
     pub hello: bool,
+    pub mix: BotMix,
+    /// Percent of the bots that stop reading once joined (they should be evicted).
+    pub stall_percent: u32,
 }
 
 impl Default for BotOptions {
@@ -43,24 +48,44 @@ impl Default for BotOptions {
             clients: 10,
             duration: Duration::from_secs(10),
             tasks: 2,
-            input_hz: 10,
             ping_interval: Duration::from_secs(1),
             connect_spread: Duration::from_secs(1),
             seed: 1,
             hello: true,
+            mix: BotMix::default(),
+            stall_percent: 0,
         }
     }
 }
 
-/// One bot's tallies.
+/// What a running bot shows the soak sampler, updated as it goes.
+#[derive(Debug, Default)]
+pub struct BotLive {
+    pub joined: AtomicBool,
+    pub gone: AtomicBool,
+    /// SNAPSHOT bytes received.
+    pub snapshot_bytes: AtomicU64,
+    pub snapshots: AtomicU64,
+    pub decode_errors: AtomicU64,
+    /// Snapshots missed (gaps in the ticks): dropped by the server.
+    pub missed_snapshots: AtomicU64,
+}
+
+/// Where bots put their PING round trips (microseconds) for the sampler.
+pub type RttSink = Arc<Mutex<Vec<u32>>>;
+
+/// One bot's tallies at the end.
 #[derive(Clone, Debug, Default)]
 struct BotStats {
+    role: Option<Role>,
+    stalled: bool,
     connect_failed: bool,
     joined: bool,
     snapshots: u64,
     snapshot_bytes: u64,
     terrain_bytes: u64,
     missed_snapshots: u64,
+    decode_errors: u64,
     rtts_us: Vec<u64>,
     close_code: Option<u16>,
     /// From WELCOME to the end.
@@ -75,13 +100,21 @@ pub struct BotReport {
     pub connect_failures: u32,
     /// Bots the server closed (any code) before the run ended.
     pub closed_by_server: u32,
+    /// Bots that were reading (not told to stall) and were closed by the server.
+    pub disconnects: u32,
     /// Closes by code (JSON: an object keyed by the code).
     pub close_codes: std::collections::BTreeMap<u16, u32>,
+    /// Bots by role (walker, town, hunter), and how many were told to stall.
+    pub roles: std::collections::BTreeMap<String, u32>,
+    pub stalled: u32,
     pub snapshots: u64,
     pub snapshot_bytes: u64,
     pub terrain_bytes: u64,
+    /// Snapshots the kernel's decoder refused (must be 0).
+    pub decode_errors: u64,
     pub bytes_per_s_per_client_mean: f64,
     pub bytes_per_s_per_client_p95: f64,
+    pub bytes_per_s_per_client_max: f64,
     pub snapshots_per_s_per_client_mean: f64,
     pub rtt_samples: u64,
     pub rtt_p50_ms: f64,
@@ -94,27 +127,54 @@ pub struct BotReport {
 /// Runs the bots to the end of `duration` and reports.
 pub async fn run(options: &BotOptions) -> BotReport {
     let start = Instant::now();
-    let tasks = options.tasks.clamp(1, options.clients.max(1));
-    let mut handles = Vec::with_capacity(tasks as usize);
-    for t in 0..tasks {
-        let ids: Vec<u32> = (0..options.clients).filter(|i| i % tasks == t).collect();
-        let opts = options.clone();
-        handles.push(tokio::spawn(async move {
-            futures_util::future::join_all(ids.into_iter().map(|i| bot(i, &opts, start))).await
-        }));
-    }
+    let end = start + options.duration;
+    let sink: RttSink = Arc::default();
+    let handles: Vec<_> = (0..options.clients)
+        .map(|i| {
+            let opts = options.clone();
+            let delay = options
+                .connect_spread
+                .mul_f64(f64::from(i) / f64::from(options.clients.max(1)));
+            let (live, sink) = (Arc::new(BotLive::default()), sink.clone());
+            tokio::spawn(async move { bot(i, &opts, start, start + delay, end, live, sink).await })
+        })
+        .collect();
     let mut stats = Vec::with_capacity(options.clients as usize);
     for h in handles {
         if let Ok(s) = h.await {
-            stats.extend(s);
+            stats.push(s);
         }
     }
-    summarise(options, &stats, start.elapsed().as_secs_f64())
+    summarise(options.clients, &stats, start.elapsed().as_secs_f64())
 }
 
-fn summarise(options: &BotOptions, stats: &[BotStats], seconds: f64) -> BotReport {
+/// Spawns bot `index`, connecting at `connect_at` and playing until `end`.
+pub(crate) fn spawn_bot(
+    index: u32,
+    options: &BotOptions,
+    start: Instant,
+    connect_at: Instant,
+    end: Instant,
+    live: Arc<BotLive>,
+    sink: RttSink,
+) -> tokio::task::JoinHandle<BotStatsHandle> {
+    let opts = options.clone();
+    tokio::spawn(async move { BotStatsHandle(bot(index, &opts, start, connect_at, end, live, sink).await) })
+}
+
+/// A finished bot's tallies, for `summarise`.
+#[derive(Debug)]
+pub(crate) struct BotStatsHandle(BotStats);
+
+/// The report over finished bots.
+pub(crate) fn summarise_handles(clients: u32, stats: &[BotStatsHandle], seconds: f64) -> BotReport {
+    let stats: Vec<BotStats> = stats.iter().map(|h| h.0.clone()).collect();
+    summarise(clients, &stats, seconds)
+}
+
+fn summarise(clients: u32, stats: &[BotStats], seconds: f64) -> BotReport {
     let mut r = BotReport {
-        clients: options.clients,
+        clients,
         seconds,
         ..BotReport::default()
     };
@@ -124,16 +184,23 @@ fn summarise(options: &BotOptions, stats: &[BotStats], seconds: f64) -> BotRepor
     for s in stats {
         r.connect_failures += s.connect_failed as u32;
         r.joined += s.joined as u32;
+        r.stalled += s.stalled as u32;
         r.snapshots += s.snapshots;
         r.snapshot_bytes += s.snapshot_bytes;
         r.terrain_bytes += s.terrain_bytes;
         r.drops += s.missed_snapshots;
+        r.decode_errors += s.decode_errors;
+        if let Some(role) = s.role {
+            let name = format!("{role:?}").to_lowercase();
+            *r.roles.entry(name).or_insert(0) += 1;
+        }
         rtts.extend_from_slice(&s.rtts_us);
         if let Some(code) = s.close_code {
             r.closed_by_server += 1;
+            r.disconnects += u32::from(!s.stalled);
             *r.close_codes.entry(code).or_insert(0) += 1;
         }
-        if s.joined && s.joined_seconds > 0.0 {
+        if s.joined && s.joined_seconds > 0.0 && !s.stalled {
             rates.push(s.snapshot_bytes as f64 / s.joined_seconds);
             snap_rates.push(s.snapshots as f64 / s.joined_seconds);
         }
@@ -143,6 +210,7 @@ fn summarise(options: &BotOptions, stats: &[BotStats], seconds: f64) -> BotRepor
     if !rates.is_empty() {
         r.bytes_per_s_per_client_mean = rates.iter().sum::<f64>() / rates.len() as f64;
         r.bytes_per_s_per_client_p95 = rates[((rates.len() - 1) as f64 * 0.95).round() as usize];
+        r.bytes_per_s_per_client_max = rates[rates.len() - 1];
         r.snapshots_per_s_per_client_mean = snap_rates.iter().sum::<f64>() / snap_rates.len() as f64;
     }
     r.rtt_samples = rtts.len() as u64;
@@ -154,30 +222,29 @@ fn summarise(options: &BotOptions, stats: &[BotStats], seconds: f64) -> BotRepor
     r
 }
 
-/// A small deterministic generator for the bots' steering.
-fn next_rand(state: &mut u64) -> u64 {
-    // xorshift64*
-    let mut x = *state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *state = x;
-    x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-}
-
-async fn bot(index: u32, options: &BotOptions, start: Instant) -> BotStats {
-    let mut stats = BotStats::default();
-    let spread = options
-        .connect_spread
-        .mul_f64(index as f64 / options.clients.max(1) as f64);
-    tokio::time::sleep(spread).await;
-    let end = start + options.duration;
+/// One bot's whole life: connect at `connect_at`, join, play until `end`.
+async fn bot(
+    index: u32,
+    options: &BotOptions,
+    start: Instant,
+    connect_at: Instant,
+    end: Instant,
+    live: Arc<BotLive>,
+    sink: RttSink,
+) -> BotStats {
+    let mut stats = BotStats {
+        stalled: (index.wrapping_mul(53) % 100) < options.stall_percent,
+        role: options.hello.then(|| Role::of(index, &options.mix)),
+        ..BotStats::default()
+    };
+    tokio::time::sleep_until(connect_at).await;
     let config = WebSocketConfig::default().read_buffer_size(4096);
     let connect = tokio_tungstenite::connect_async_with_config(options.url.as_str(), Some(config), true);
     let mut ws = match tokio::time::timeout(Duration::from_secs(10), connect).await {
         Ok(Ok((ws, _))) => ws,
         _ => {
             stats.connect_failed = true;
+            live.gone.store(true, Relaxed);
             return stats;
         }
     };
@@ -185,23 +252,23 @@ async fn bot(index: u32, options: &BotOptions, start: Instant) -> BotStats {
     let hello = Message::Binary(protocol::encode_hello(PROTOCOL_VERSION, &name, None).into());
     if options.hello && ws.send(hello).await.is_err() {
         stats.connect_failed = true;
+        live.gone.store(true, Relaxed);
         return stats;
     }
-    let mut rng = options.seed ^ (u64::from(index) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    let input_period = Duration::from_secs_f64(1.0 / options.input_hz.max(1) as f64);
-    let mut input = tokio::time::interval(input_period);
     let mut ping = tokio::time::interval(options.ping_interval);
-    input.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut joined_at = None;
     let mut interval_ticks = 1u32;
     let mut last_tick: Option<u32> = None;
-    let mut seq = 0u32;
-    let (mut dir_x, mut dir_y) = (1000i16, 0i16);
+    let mut decoder = ClientDecoder::new();
+    let mut brain: Option<Brain> = None;
+    let mut avatar_id = u32::MAX;
+    let mut position = (0i32, 0i32);
     loop {
         tokio::select! {
             _ = tokio::time::sleep_until(end) => break,
-            msg = ws.next() => {
+            // A stalled bot stops reading once it has joined and taken the terrain.
+            msg = ws.next(), if !(stats.stalled && last_tick.is_some()) => {
                 let data = match msg {
                     Some(Ok(Message::Binary(b))) => b,
                     Some(Ok(Message::Close(f))) => {
@@ -214,46 +281,61 @@ async fn bot(index: u32, options: &BotOptions, start: Instant) -> BotStats {
                 match protocol::decode_server(&data) {
                     Ok(ServerMessage::Welcome(w)) => {
                         stats.joined = true;
+                        live.joined.store(true, Relaxed);
                         joined_at = Some(Instant::now());
                         interval_ticks = u32::from(w.snapshot_interval_ticks).max(1);
+                        avatar_id = w.avatar_id;
+                        debug_assert_ne!(w.terrain.delivery, TerrainDelivery::Cached);
+                        brain = Some(Brain::new(index, options.seed, options.mix, w.world_size_mm, &w.world));
                     }
-                    Ok(ServerMessage::Snapshot { tick, .. }) => {
+                    Ok(ServerMessage::Snapshot { tick, snapshot }) => {
                         stats.snapshots += 1;
                         stats.snapshot_bytes += data.len() as u64;
+                        live.snapshots.fetch_add(1, Relaxed);
+                        live.snapshot_bytes.fetch_add(data.len() as u64, Relaxed);
                         if let Some(last) = last_tick {
                             let gap = tick.wrapping_sub(last);
                             if gap > interval_ticks {
-                                stats.missed_snapshots += u64::from(gap / interval_ticks - 1);
+                                let missed = u64::from(gap / interval_ticks - 1);
+                                stats.missed_snapshots += missed;
+                                live.missed_snapshots.fetch_add(missed, Relaxed);
                             }
                         }
                         last_tick = Some(tick);
-                        if ws.send(Message::Binary(protocol::encode_ack(tick).into())).await.is_err() {
+                        match decoder.decode(snapshot) {
+                            Ok((_, view)) => {
+                                if let Some(me) = view.iter().find(|e| e.id == avatar_id) {
+                                    position = (i32::from(me.qx) * 64 + 32, i32::from(me.qy) * 64 + 32);
+                                }
+                            }
+                            Err(_) => {
+                                stats.decode_errors += 1;
+                                live.decode_errors.fetch_add(1, Relaxed);
+                                continue;
+                            }
+                        }
+                        let now_ms = start.elapsed().as_millis() as u64;
+                        let Some(brain) = brain.as_mut() else { continue };
+                        let input = protocol::encode_input(&brain.steer(position, now_ms));
+                        if ws.send(Message::Binary(input.into())).await.is_err()
+                            || ws.send(Message::Binary(protocol::encode_ack(tick).into())).await.is_err()
+                        {
                             break;
                         }
                     }
                     Ok(ServerMessage::Pong { nonce, .. }) => {
                         let now_us = start.elapsed().as_micros() as u64;
-                        stats.rtts_us.push(now_us.saturating_sub(nonce));
+                        let rtt = now_us.saturating_sub(nonce);
+                        stats.rtts_us.push(rtt);
+                        if let Ok(mut s) = sink.lock() {
+                            s.push(rtt.min(u64::from(u32::MAX)) as u32);
+                        }
                     }
                     Ok(ServerMessage::Terrain(m)) => stats.terrain_bytes += m.len() as u64,
                     Err(_) => {}
                 }
             }
-            _ = input.tick(), if joined_at.is_some() => {
-                seq += 1;
-                // A slow random walk of the heading, at full throttle.
-                let r = next_rand(&mut rng);
-                dir_x = dir_x.saturating_add((r % 401) as i16 - 200);
-                dir_y = dir_y.saturating_add(((r >> 16) % 401) as i16 - 200);
-                if dir_x == 0 && dir_y == 0 {
-                    dir_x = 1;
-                }
-                let m = InputMsg { seq, dir_x, dir_y, throttle: 100, cast: (r >> 40) % 20 == 0 };
-                if ws.send(Message::Binary(protocol::encode_input(&m).into())).await.is_err() {
-                    break;
-                }
-            }
-            _ = ping.tick(), if joined_at.is_some() => {
+            _ = ping.tick(), if joined_at.is_some() && !stats.stalled => {
                 let nonce = start.elapsed().as_micros() as u64;
                 if ws.send(Message::Binary(protocol::encode_ping(nonce).into())).await.is_err() {
                     break;
@@ -264,7 +346,10 @@ async fn bot(index: u32, options: &BotOptions, start: Instant) -> BotStats {
     if let Some(t) = joined_at {
         stats.joined_seconds = t.elapsed().as_secs_f64();
     }
-    let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await;
+    live.gone.store(true, Relaxed);
+    if !stats.stalled {
+        let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await;
+    }
     stats
 }
 

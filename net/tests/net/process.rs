@@ -382,3 +382,90 @@ fn the_bot_generator_reports_json() {
     assert_eq!(field("drops"), 0.0, "{json}");
     assert!(field("loop_p99_ms") > 0.0, "{json}");
 }
+
+/// A short soak (a few bots, a few seconds): the tool writes a metrics.json that parses
+/// with every per-second series filled, a chart.png of the documented size, and a
+/// summary with a verdict per threshold. No timing is asserted: the thresholds are
+/// generous, and the exit status only has to be a verdict (0 pass, 1 fail), not an error.
+#[test]
+fn a_short_soak_writes_its_json_chart_and_summary() {
+    let dir = TempDir::new("soak");
+    let server = ServerProcess::spawn(dir.path(), SMALL_WORLD_TOML, &["--no-record"]);
+    let out_dir = dir.path().join("soak");
+    let config = dir.path().join("soak.toml");
+    std::fs::write(
+        &config,
+        "[thresholds]\nloop_p99_ms = 1000.0\nmemory_drift_percent = 1000.0\n",
+    )
+    .unwrap();
+    let out = Command::new(BOTS)
+        .args([
+            "soak",
+            "--url",
+            &server.url,
+            "--steps",
+            "3,6",
+            "--step-seconds",
+            "2",
+        ])
+        .args(["--hold-seconds", "3", "--tasks", "2", "--stall-percent", "0"])
+        .arg("--out")
+        .arg(&out_dir)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .expect("run migratory-bots soak");
+    let code = out.status.code();
+    assert!(
+        matches!(code, Some(0) | Some(1)),
+        "exit {code:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("metrics.json")).expect("metrics.json"))
+            .expect("JSON");
+    assert_eq!(json["thresholds"]["loop_p99_ms"], 1000.0);
+    assert_eq!(
+        json["thresholds"]["hard_cap_bytes_per_s"], 32000.0,
+        "defaults kept"
+    );
+    let series = json["series"].as_array().expect("a series");
+    assert!(series.len() >= 6, "{} seconds sampled", series.len());
+    let hold: Vec<&serde_json::Value> = series.iter().filter(|s| s["phase"] == "hold").collect();
+    assert!(hold.len() >= 2, "{} hold seconds", hold.len());
+    for s in &hold {
+        for key in [
+            "joined_bots",
+            "down_mean_bytes_per_s",
+            "rtt_p99_ms",
+            "loop_p50_ms",
+            "loop_p99_ms",
+            "rss_bytes",
+            "cpu_ms_per_tick",
+        ] {
+            assert!(s[key].is_number(), "{key} missing in {s}");
+        }
+        assert_eq!(s["joined_bots"], 6, "{s}");
+    }
+    assert_eq!(json["totals"]["decode_errors"], 0);
+    assert_eq!(json["totals"]["joined"], 6);
+    let png = std::fs::File::open(out_dir.join("chart.png")).expect("chart.png");
+    let info = png::Decoder::new(png).read_info().expect("a PNG").info().clone();
+    assert_eq!((info.width, info.height), (1600, 1200));
+    let summary = std::fs::read_to_string(out_dir.join("summary.txt")).expect("summary.txt");
+    for name in [
+        "loop_p99_ms",
+        "avg_downstream_bytes_per_s",
+        "hard_cap_bytes_per_s",
+        "memory_drift_percent",
+        "decode_errors",
+        "disconnects",
+    ] {
+        assert!(
+            summary
+                .lines()
+                .any(|l| (l.starts_with("PASS ") || l.starts_with("FAIL ")) && l.contains(name)),
+            "{name} has no verdict in:\n{summary}"
+        );
+    }
+}
