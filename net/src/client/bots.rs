@@ -76,7 +76,7 @@ pub type RttSink = Arc<Mutex<Vec<u32>>>;
 
 /// One bot's tallies at the end.
 #[derive(Clone, Debug, Default)]
-struct BotStats {
+pub(crate) struct BotStats {
     role: Option<Role>,
     stalled: bool,
     connect_failed: bool,
@@ -131,12 +131,11 @@ pub async fn run(options: &BotOptions) -> BotReport {
     let sink: RttSink = Arc::default();
     let handles: Vec<_> = (0..options.clients)
         .map(|i| {
-            let opts = options.clone();
             let delay = options
                 .connect_spread
                 .mul_f64(f64::from(i) / f64::from(options.clients.max(1)));
-            let (live, sink) = (Arc::new(BotLive::default()), sink.clone());
-            tokio::spawn(async move { bot(i, &opts, start, start + delay, end, live, sink).await })
+            let live = Arc::new(BotLive::default());
+            spawn_bot(i, options, start, start + delay, end, live, sink.clone())
         })
         .collect();
     let mut stats = Vec::with_capacity(options.clients as usize);
@@ -157,22 +156,13 @@ pub(crate) fn spawn_bot(
     end: Instant,
     live: Arc<BotLive>,
     sink: RttSink,
-) -> tokio::task::JoinHandle<BotStatsHandle> {
+) -> tokio::task::JoinHandle<BotStats> {
     let opts = options.clone();
-    tokio::spawn(async move { BotStatsHandle(bot(index, &opts, start, connect_at, end, live, sink).await) })
+    tokio::spawn(async move { bot(index, &opts, start, connect_at, end, live, sink).await })
 }
-
-/// A finished bot's tallies, for `summarise`.
-#[derive(Debug)]
-pub(crate) struct BotStatsHandle(BotStats);
 
 /// The report over finished bots.
-pub(crate) fn summarise_handles(clients: u32, stats: &[BotStatsHandle], seconds: f64) -> BotReport {
-    let stats: Vec<BotStats> = stats.iter().map(|h| h.0.clone()).collect();
-    summarise(clients, &stats, seconds)
-}
-
-fn summarise(clients: u32, stats: &[BotStats], seconds: f64) -> BotReport {
+pub(crate) fn summarise(clients: u32, stats: &[BotStats], seconds: f64) -> BotReport {
     let mut r = BotReport {
         clients,
         seconds,

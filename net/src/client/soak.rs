@@ -336,7 +336,7 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
             finished.push(s);
         }
     }
-    let totals = bots::summarise_handles(total, &finished, start.elapsed().as_secs_f64());
+    let totals = bots::summarise(total, &finished, start.elapsed().as_secs_f64());
     let hold_start = hold_bytes_start.unwrap_or_else(|| vec![0; lives.len()]);
     let hold_secs = options.hold_seconds.max(1e-9);
     let per_bot_hold: Vec<f64> = lives
