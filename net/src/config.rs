@@ -64,6 +64,13 @@ pub struct ServerSection {
     pub pin_shard_threads: bool,
     /// A connection that has not sent HELLO within this time is closed (1008).
     pub hello_timeout_seconds: f64,
+    /// A connection whose HTTP request head (the WebSocket upgrade, or a GET) has not
+    /// arrived within this time is closed.
+    pub http_header_timeout_seconds: f64,
+    /// Open TCP connections the server holds at most; more get a 503 and are closed.
+    pub connections_max: u32,
+    /// Open TCP connections one IP address may hold at most; more get a 503.
+    pub connections_per_ip_max: u32,
     /// Largest client message accepted; a larger one closes the connection (1009).
     pub max_client_message_bytes: u32,
     /// On shutdown, how long to wait for clients to finish the close handshake.
@@ -88,6 +95,9 @@ impl Default for ServerSection {
             shards: 1,
             pin_shard_threads: true,
             hello_timeout_seconds: 5.0,
+            http_header_timeout_seconds: 5.0,
+            connections_max: 4_096,
+            connections_per_ip_max: 64,
             max_client_message_bytes: 512,
             shutdown_timeout_seconds: 2.0,
             ws_frame_max_bytes: 4_096,
@@ -261,6 +271,17 @@ impl ServerConfig {
         self.listen_addr()?;
         range_u32("server.shards", s.shards, 1, 256)?;
         seconds("server.hello_timeout_seconds", s.hello_timeout_seconds)?;
+        seconds(
+            "server.http_header_timeout_seconds",
+            s.http_header_timeout_seconds,
+        )?;
+        range_u32("server.connections_max", s.connections_max, 1, 1 << 20)?;
+        range_u32(
+            "server.connections_per_ip_max",
+            s.connections_per_ip_max,
+            1,
+            s.connections_max.max(1),
+        )?;
         seconds("server.shutdown_timeout_seconds", s.shutdown_timeout_seconds)?;
         range_u32(
             "server.max_client_message_bytes",
@@ -436,6 +457,15 @@ mod tests {
             ),
             ("[server]\nlisten = \"nowhere\"", "server.listen"),
             ("[server]\nshards = 0", "server.shards"),
+            ("[server]\nconnections_max = 0", "server.connections_max"),
+            (
+                "[server]\nconnections_per_ip_max = 0",
+                "server.connections_per_ip_max",
+            ),
+            (
+                "[server]\nhttp_header_timeout_seconds = -1.0",
+                "server.http_header_timeout_seconds",
+            ),
             ("[world]\ntick_rate_hz = 0", "world.tick_rate_hz"),
             (
                 "[world.flocking]\nspeed_max_mm_per_tick = 100000",

@@ -123,6 +123,7 @@ fn init_logging(debug: bool) {
 }
 
 fn serve(config: ServerConfig, args: &ServeArgs) -> anyhow::Result<()> {
+    raise_open_file_limit(config.server.connections_max);
     let debug = debug_enabled();
     init_logging(debug);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -191,3 +192,36 @@ async fn wait_for_signal() -> anyhow::Result<()> {
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
+
+/// Raises the soft open-file limit towards the hard one, so `server.connections_max`
+/// connections fit (each is a descriptor); says so when the hard limit is too low.
+#[cfg(target_os = "linux")]
+#[allow(clippy::unnecessary_cast, reason = "rlim_t is not u64 on every Linux target")]
+fn raise_open_file_limit(connections_max: u32) {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 };
+    if !ok {
+        return;
+    }
+    // Room for the connections plus the recording, the listener and the runtime.
+    let wanted = (u64::from(connections_max) + 256).min(rl.rlim_max as u64);
+    if (rl.rlim_cur as u64) < wanted {
+        rl.rlim_cur = wanted as libc::rlim_t;
+        // SAFETY: as above.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &rl) };
+    }
+    if (rl.rlim_max as u64) < u64::from(connections_max) + 256 {
+        tracing::warn!(
+            hard_limit = rl.rlim_max as u64,
+            connections_max,
+            "the open-file limit is below server.connections_max; connections beyond it fail at accept"
+        );
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn raise_open_file_limit(_connections_max: u32) {}

@@ -207,6 +207,14 @@ pub struct Metrics {
     pub clients: AtomicI64,
     /// Connection tasks alive (the leak check: back to 0 when everyone has gone).
     pub connections: AtomicI64,
+    /// TCP connections in their HTTP phase (before an upgrade, or serving GETs).
+    pub tcp_connections: AtomicI64,
+    /// Connections refused because the server held `connections_max` already.
+    pub refused_server_full_total: AtomicU64,
+    /// Connections refused because their address held `connections_per_ip_max` already.
+    pub refused_address_full_total: AtomicU64,
+    /// Connections closed for not sending their HTTP request head in time.
+    pub http_header_timeouts_total: AtomicU64,
     pub connections_total: AtomicU64,
     pub joins_rejected_total: AtomicU64,
     pub handshake_timeouts_total: AtomicU64,
@@ -247,6 +255,14 @@ impl Metrics {
         let m = Metrics::default();
         m.tick_rate_hz.store(tick_rate_hz, Relaxed);
         Arc::new(m)
+    }
+
+    /// Counts a connection refused at accept.
+    pub(crate) fn count_refusal(&self, refusal: super::accept::Refusal) {
+        match refusal {
+            super::accept::Refusal::ServerFull => self.refused_server_full_total.fetch_add(1, Relaxed),
+            super::accept::Refusal::AddressFull => self.refused_address_full_total.fetch_add(1, Relaxed),
+        };
     }
 
     /// Counts a close the server sent with `code`.
@@ -345,6 +361,27 @@ impl Metrics {
             "migratory_connections",
             "Live connection tasks.",
             self.connections.load(Relaxed),
+        );
+        g(
+            &mut o,
+            "migratory_http_connections",
+            "TCP connections in their HTTP phase (before an upgrade, or serving GETs).",
+            self.tcp_connections.load(Relaxed),
+        );
+        let _ = writeln!(
+            o,
+            "# HELP migratory_connections_refused_total Connections refused at accept, by cap.\n\
+             # TYPE migratory_connections_refused_total counter\n\
+             migratory_connections_refused_total{{reason=\"server_full\"}} {}\n\
+             migratory_connections_refused_total{{reason=\"address_full\"}} {}",
+            l(&self.refused_server_full_total),
+            l(&self.refused_address_full_total)
+        );
+        counter(
+            &mut o,
+            "migratory_http_header_timeouts_total",
+            "Connections closed for not sending their HTTP request head in time.",
+            l(&self.http_header_timeouts_total),
         );
         counter(
             &mut o,

@@ -5,6 +5,7 @@
 //! 1001 (bounded by `shutdown_timeout_seconds`), then stop the tick thread, which writes the
 //! recording's end record.
 
+mod accept;
 mod connection;
 pub mod metrics;
 mod tick;
@@ -23,7 +24,6 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use axum::Router;
 use hyper_util::rt::TokioIo;
 use migratory_kernel::World;
@@ -276,18 +276,18 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics_page))
         .with_state(ctx.clone());
-    let listener = listener.tap_io(|tcp| {
-        // Snapshots are small and latency matters more than packet count.
-        let _ = tcp.set_nodelay(true);
-    });
-    let mut http_shutdown = shutdown_rx.clone();
-    let http = tokio::spawn(async move {
-        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(async move {
-                let _ = http_shutdown.wait_for(|&s| s).await;
-            })
-            .await
-    });
+    let limits = accept::AcceptLimits {
+        connections_max: s.connections_max as usize,
+        connections_per_ip_max: s.connections_per_ip_max as usize,
+        header_timeout: Duration::from_secs_f64(s.http_header_timeout_seconds),
+    };
+    let http = tokio::spawn(accept::serve(
+        listener,
+        app,
+        limits,
+        metrics.clone(),
+        shutdown_rx.clone(),
+    ));
 
     tracing::info!(
         %local_addr,
@@ -335,8 +335,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
             h.abort();
         }
         match tokio::time::timeout(Duration::from_secs(2), http).await {
-            Ok(Ok(Ok(()))) | Err(_) => {}
-            Ok(Ok(Err(e))) => return Err(ServerError::Http(e.to_string())),
+            Ok(Ok(())) | Err(_) => {}
             Ok(Err(e)) => return Err(ServerError::Http(e.to_string())),
         }
         tracing::info!(
@@ -515,8 +514,11 @@ async fn ws_upgrade(
         return (StatusCode::SERVICE_UNAVAILABLE, "server shutting down\n").into_response();
     }
     let accept = derive_accept_key(key.as_bytes());
+    // The connection's place under the caps goes with the WebSocket.
+    let slot = req.extensions().get::<Arc<accept::ConnectionSlot>>().cloned();
     let on_upgrade = hyper::upgrade::on(req);
     tokio::spawn(async move {
+        let _slot = slot;
         match on_upgrade.await {
             Ok(upgraded) => {
                 let ws = WebSocketStream::from_raw_socket(

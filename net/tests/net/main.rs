@@ -5,8 +5,10 @@
 //! - `bad_input`: garbage, text frames, oversized frames, wrong version, unknown types,
 //!   INPUT before HELLO, floods, handshake timeouts; a witness client is served throughout.
 //! - `backpressure`: a client that stops reading is evicted without slowing anyone.
-//! - `process`: the binaries: config errors, SIGTERM, SIGKILL, connect churn, bots.
+//! - `process`: the binaries: config errors, SIGTERM, SIGKILL, connect churn, bots, soak.
+//! - `abuse`: half-open sockets, storms and garbage at once, and the connection caps.
 
+mod abuse;
 mod backpressure;
 mod bad_input;
 mod common;
