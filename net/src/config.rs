@@ -71,6 +71,9 @@ pub struct ServerSection {
     pub connections_max: u32,
     /// Open TCP connections one IP address may hold at most; more get a 503.
     pub connections_per_ip_max: u32,
+    /// Loopback addresses are not held to `connections_per_ip_max`: load tools on this
+    /// machine, and a reverse proxy on it (behind which every client has its address).
+    pub connections_per_ip_exempt_loopback: bool,
     /// Largest client message accepted; a larger one closes the connection (1009).
     pub max_client_message_bytes: u32,
     /// On shutdown, how long to wait for clients to finish the close handshake.
@@ -98,6 +101,7 @@ impl Default for ServerSection {
             http_header_timeout_seconds: 5.0,
             connections_max: 4_096,
             connections_per_ip_max: 64,
+            connections_per_ip_exempt_loopback: true,
             max_client_message_bytes: 512,
             shutdown_timeout_seconds: 2.0,
             ws_frame_max_bytes: 4_096,

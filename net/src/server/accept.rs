@@ -29,6 +29,8 @@ use super::metrics::Metrics;
 pub(crate) struct AcceptLimits {
     pub connections_max: usize,
     pub connections_per_ip_max: usize,
+    /// Loopback addresses are not held to `connections_per_ip_max`.
+    pub per_ip_exempt_loopback: bool,
     pub header_timeout: Duration,
 }
 
@@ -53,7 +55,8 @@ impl Book {
             return Err(Refusal::ServerFull);
         }
         let n = by_ip.entry(ip).or_insert(0);
-        if *n >= limits.connections_per_ip_max {
+        let exempt = limits.per_ip_exempt_loopback && ip.is_loopback();
+        if *n >= limits.connections_per_ip_max && !exempt {
             return Err(Refusal::AddressFull);
         }
         *n += 1;
@@ -208,6 +211,7 @@ mod tests {
         let limits = AcceptLimits {
             connections_max: 3,
             connections_per_ip_max: 2,
+            per_ip_exempt_loopback: true,
             header_timeout: Duration::from_secs(1),
         };
         let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
@@ -219,5 +223,11 @@ mod tests {
         drop(a1);
         let _a3 = book.take(a, &limits).unwrap();
         assert_eq!(book.take(b, &limits).unwrap_err(), Refusal::ServerFull);
+        // Loopback is exempt from the per-address cap (not from the total).
+        let local: IpAddr = "127.0.0.1".parse().unwrap();
+        let book = Arc::new(Book::default());
+        let held: Vec<ConnectionSlot> = (0..3).map(|_| book.take(local, &limits).unwrap()).collect();
+        assert_eq!(book.take(local, &limits).unwrap_err(), Refusal::ServerFull);
+        drop(held);
     }
 }

@@ -279,6 +279,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     let limits = accept::AcceptLimits {
         connections_max: s.connections_max as usize,
         connections_per_ip_max: s.connections_per_ip_max as usize,
+        per_ip_exempt_loopback: s.connections_per_ip_exempt_loopback,
         header_timeout: Duration::from_secs_f64(s.http_header_timeout_seconds),
     };
     let http = tokio::spawn(accept::serve(

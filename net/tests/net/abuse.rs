@@ -139,6 +139,8 @@ async fn half_open_sockets_a_storm_and_garbage_cannot_lock_a_player_out() {
 async fn connections_over_the_per_address_cap_get_a_503() {
     let mut config = common::small_config();
     config.server.connections_per_ip_max = 3;
+    // The test's clients are on loopback, which is exempt by default.
+    config.server.connections_per_ip_exempt_loopback = false;
     let server = common::start(config).await;
     let m = server.metrics().clone();
     let addr = server.local_addr();
