@@ -169,6 +169,7 @@ struct ServerSample {
     skipped: Option<f64>,
     rss_bytes: Option<f64>,
     cpu_s: Option<f64>,
+    evictions: Option<f64>,
 }
 
 async fn scrape(host: Option<&str>) -> ServerSample {
@@ -188,6 +189,7 @@ async fn scrape(host: Option<&str>) -> ServerSample {
         skipped: sample(&text, "migratory_ticks_skipped_total", ""),
         rss_bytes: sample(&text, "process_resident_memory_bytes", ""),
         cpu_s: sample(&text, "process_cpu_seconds_total", ""),
+        evictions: sample(&text, "migratory_evictions_total", ""),
     }
 }
 
@@ -337,6 +339,8 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
         }
     }
     let totals = bots::summarise(total, &finished, start.elapsed().as_secs_f64());
+    // A stalled bot reads nothing, so it never sees its close: the server counts evictions.
+    let evictions = last_server.evictions.unwrap_or(0.0);
     let hold_start = hold_bytes_start.unwrap_or_else(|| vec![0; lives.len()]);
     let hold_secs = options.hold_seconds.max(1e-9);
     let per_bot_hold: Vec<f64> = lives
@@ -376,6 +380,15 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
         verdict("decode_errors", totals.decode_errors as f64, 0.0),
         verdict("disconnects", f64::from(totals.disconnects), 0.0),
     ];
+    let mut verdicts = verdicts;
+    if totals.stalled > 0 {
+        // Every bot told to stall must have been evicted by the end (value: those not).
+        verdicts.push(verdict(
+            "stalled_bots_not_evicted",
+            (f64::from(totals.stalled) - evictions).max(0.0),
+            0.0,
+        ));
+    }
     let pass = verdicts.iter().all(|v| v.pass);
     let report = SoakReport {
         machine: serde_json::json!({

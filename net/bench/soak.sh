@@ -1,0 +1,18 @@
+#!/bin/bash
+# The soak, server and bots on this machine: net/bench/soak.sh OUT_DIR [soak args...], from
+# the repo root, after `cargo build --release -p migratory-net`. The server runs with its
+# defaults except a bounded send buffer (net/bench/soak-server.toml), so the bots told to
+# stall (--stall-percent) are evicted within the hold. Prints the summary; the exit status
+# is the soak's (0 pass, 1 a threshold failed, 2 could not run).
+set -u
+OUT=${1:?usage: net/bench/soak.sh OUT_DIR [soak args...]}; shift
+BIN=${BIN:-target/release}
+W=$(mktemp -d)
+$BIN/migratory-server serve --config net/bench/soak-server.toml --listen 127.0.0.1:0 --no-record > "$W/out.txt" 2> "$W/err.txt" &
+SP=$!
+for i in $(seq 50); do grep -q listening "$W/out.txt" && break; sleep 0.1; done
+URL=$(grep -o "ws://[^ ]*" "$W/out.txt")
+$BIN/migratory-bots soak --url "$URL" --out "$OUT" "$@"
+RC=$?
+kill -INT $SP; wait $SP
+exit $RC
