@@ -228,10 +228,9 @@ async fn bot(
         ..BotStats::default()
     };
     tokio::time::sleep_until(connect_at).await;
-    let config = WebSocketConfig::default().read_buffer_size(4096);
-    let connect = tokio_tungstenite::connect_async_with_config(options.url.as_str(), Some(config), true);
+    let connect = connect(&options.url, stats.stalled);
     let mut ws = match tokio::time::timeout(Duration::from_secs(10), connect).await {
-        Ok(Ok((ws, _))) => ws,
+        Ok(Ok(ws)) => ws,
         _ => {
             stats.connect_failed = true;
             live.gone.store(true, Relaxed);
@@ -341,6 +340,44 @@ async fn bot(
         let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await;
     }
     stats
+}
+
+/// Opens the WebSocket. A bot that will stall gets a 4 KiB receive buffer, as a client
+/// whose buffers are already full would have: with the OS default (autotuned, often a few
+/// hundred KiB on loopback) it would take minutes of snapshots before the server noticed.
+async fn connect(
+    url: &str,
+    small_receive_buffer: bool,
+) -> Result<
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    String,
+> {
+    let config = WebSocketConfig::default().read_buffer_size(4096);
+    if !small_receive_buffer {
+        return tokio_tungstenite::connect_async_with_config(url, Some(config), true)
+            .await
+            .map(|(ws, _)| ws)
+            .map_err(|e| e.to_string());
+    }
+    let addr: std::net::SocketAddr = host_of(url)
+        .and_then(|h| h.parse().ok())
+        .ok_or_else(|| format!("{url}: not ws://IP:PORT/..."))?;
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .map_err(|e| e.to_string())?;
+    socket.set_recv_buffer_size(4096).map_err(|e| e.to_string())?;
+    let tcp = socket.connect(addr).await.map_err(|e| e.to_string())?;
+    tokio_tungstenite::client_async_with_config(
+        url,
+        tokio_tungstenite::MaybeTlsStream::Plain(tcp),
+        Some(config),
+    )
+    .await
+    .map(|(ws, _)| ws)
+    .map_err(|e| e.to_string())
 }
 
 /// A plain HTTP/1.1 GET (for `/metrics` and `/healthz`): the status code and the body.
