@@ -3,12 +3,13 @@
 # the repo root, after `cargo build --release -p migratory-net`. The server runs with its
 # defaults except a bounded send buffer (net/bench/soak-server.toml), so the bots told to
 # stall (--stall-percent) are evicted within the hold. Prints the summary; the exit status
-# is the soak's (0 pass, 1 a threshold failed, 2 could not run).
+# is the soak's (0 pass, 1 a threshold failed, 2 could not run). SERVER_CONFIG=FILE replaces the
+# server config (net/bench/soak-server-4096-slots.toml: 4,096 client slots, for a knee search).
 set -u
 OUT=${1:?usage: net/bench/soak.sh OUT_DIR [soak args...]}; shift
 BIN=${BIN:-target/release}
 W=$(mktemp -d)
-$BIN/migratory-server serve --config net/bench/soak-server.toml --listen 127.0.0.1:0 --no-record > "$W/out.txt" 2> "$W/err.txt" &
+$BIN/migratory-server serve --config "${SERVER_CONFIG:-net/bench/soak-server.toml}" --listen 127.0.0.1:0 --no-record > "$W/out.txt" 2> "$W/err.txt" &
 SP=$!
 for i in $(seq 50); do grep -q listening "$W/out.txt" && break; sleep 0.1; done
 URL=$(grep -o "ws://[^ ]*" "$W/out.txt")
