@@ -18,7 +18,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::behaviour::{BotMix, Brain, Role};
-use crate::protocol::{self, ServerMessage, TerrainDelivery, PROTOCOL_VERSION};
+use crate::protocol::{self, ServerMessage, PROTOCOL_VERSION};
 
 /// What the bots do.
 #[derive(Clone, Debug)]
@@ -212,6 +212,11 @@ pub(crate) fn summarise(clients: u32, stats: &[BotStats], seconds: f64) -> BotRe
     r
 }
 
+/// Whether bot `index` is one of the `stall_percent` % told to stop reading.
+pub(crate) fn stalls(index: u32, stall_percent: u32) -> bool {
+    index.wrapping_mul(53) % 100 < stall_percent
+}
+
 /// One bot's whole life: connect at `connect_at`, join, play until `end`.
 async fn bot(
     index: u32,
@@ -223,7 +228,7 @@ async fn bot(
     sink: RttSink,
 ) -> BotStats {
     let mut stats = BotStats {
-        stalled: (index.wrapping_mul(53) % 100) < options.stall_percent,
+        stalled: stalls(index, options.stall_percent),
         role: options.hello.then(|| Role::of(index, &options.mix)),
         ..BotStats::default()
     };
@@ -274,7 +279,6 @@ async fn bot(
                         joined_at = Some(Instant::now());
                         interval_ticks = u32::from(w.snapshot_interval_ticks).max(1);
                         avatar_id = w.avatar_id;
-                        debug_assert_ne!(w.terrain.delivery, TerrainDelivery::Cached);
                         brain = Some(Brain::new(index, options.seed, options.mix, w.world_size_mm, &w.world));
                     }
                     Ok(ServerMessage::Snapshot { tick, snapshot }) => {

@@ -221,7 +221,7 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
     let sink: RttSink = Arc::default();
     let mut lives: Vec<Arc<BotLive>> = Vec::with_capacity(total as usize);
     let mut handles = Vec::with_capacity(total as usize);
-    let stalled = |i: u32| (i.wrapping_mul(53) % 100) < options.bots.stall_percent;
+    let stalled = |i: u32| bots::stalls(i, options.bots.stall_percent);
     // Each step's new bots connect evenly over the first half of the step.
     let mut spawned = 0u32;
     for (k, &target) in options.steps.iter().enumerate() {
@@ -277,7 +277,7 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
         if in_hold && hold_bytes_start.is_none() {
             hold_bytes_start = Some(last_bytes.clone());
         }
-        let mut rtts: Vec<f64> = sink
+        let rtts: Vec<f64> = sink
             .lock()
             .map(|mut s| s.drain(..).map(|us| f64::from(us) / 1000.0).collect())
             .unwrap_or_default();
@@ -288,7 +288,10 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
         };
         last_server = server;
         let down = Distribution::of(rates);
-        let rtt = Distribution::of(rtts.clone());
+        if in_hold {
+            hold_rtts.extend_from_slice(&rtts);
+        }
+        let rtt = Distribution::of(rtts);
         let s = Sample {
             t_s,
             phase: if in_hold { "hold" } else { "ramp" },
@@ -307,7 +310,6 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
             cpu_ms_per_tick,
         };
         if in_hold {
-            hold_rtts.append(&mut rtts);
             if let Some(r) = server.rss_bytes {
                 hold_rss.push(r);
             }

@@ -166,7 +166,7 @@ fn decode_welcome(msg: &[u8]) -> Result<Welcome, ServerMessageError> {
     let mut zones = Vec::with_capacity(zone_count);
     for i in 0..zone_count {
         let o = at::ZONES + i * at::ZONE_BYTES;
-        let kind = match msg[o] {
+        let kind = match msg[o + at::ZONE_KIND] {
             0 => ZoneKind::Town,
             1 => ZoneKind::HuntingField,
             value => {
@@ -176,17 +176,17 @@ fn decode_welcome(msg: &[u8]) -> Result<Welcome, ServerMessageError> {
                 })
             }
         };
-        if msg[o + 1] != ZONE_SHAPE_CIRCLE {
+        if msg[o + at::ZONE_SHAPE] != ZONE_SHAPE_CIRCLE {
             return Err(ServerMessageError::BadField {
                 field: "zone.shape",
-                value: msg[o + 1],
+                value: msg[o + at::ZONE_SHAPE],
             });
         }
         zones.push(WireZone {
             kind,
-            x_mm: u32_at(msg, o + 2),
-            y_mm: u32_at(msg, o + 6),
-            radius_mm: u32_at(msg, o + 10),
+            x_mm: u32_at(msg, o + at::ZONE_X_MM),
+            y_mm: u32_at(msg, o + at::ZONE_Y_MM),
+            radius_mm: u32_at(msg, o + at::ZONE_RADIUS_MM),
         });
     }
     let mut content_hash = [0u8; 32];

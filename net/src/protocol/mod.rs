@@ -101,6 +101,14 @@ pub mod welcome_layout {
     pub const ZONES: usize = 103;
     /// One zone record: kind u8, shape u8, x_mm u32, y_mm u32, radius_mm u32.
     pub const ZONE_BYTES: usize = 14;
+    /// Offsets inside a zone record.
+    pub const ZONE_KIND: usize = 0;
+    pub const ZONE_SHAPE: usize = 1;
+    pub const ZONE_X_MM: usize = 2;
+    pub const ZONE_Y_MM: usize = 6;
+    pub const ZONE_RADIUS_MM: usize = 10;
+    const _: () = assert!(ZONE_SHAPE + 1 == ZONE_X_MM && ZONE_X_MM + 4 == ZONE_Y_MM);
+    const _: () = assert!(ZONE_Y_MM + 4 == ZONE_RADIUS_MM && ZONE_RADIUS_MM + 4 == ZONE_BYTES);
     /// Most zones a WELCOME carries: the town and up to 16 hunting fields.
     pub const ZONE_COUNT_MAX: usize = 1 + migratory_kernel::HUNTING_FIELD_COUNT_MAX as usize;
     const _: () = assert!(TERRAIN_CONTENT_HASH + 32 == VIEW_RADIUS_MM);

@@ -128,10 +128,11 @@ pub fn encode_welcome(w: &Welcome) -> Vec<u8> {
     put(at::ZONE_COUNT, &[f.zones.len() as u8]);
     for (i, z) in f.zones.iter().enumerate() {
         let o = at::ZONES + i * at::ZONE_BYTES;
-        put(o, &[z.kind as u8, ZONE_SHAPE_CIRCLE]);
-        put(o + 2, &z.x_mm.to_le_bytes());
-        put(o + 6, &z.y_mm.to_le_bytes());
-        put(o + 10, &z.radius_mm.to_le_bytes());
+        put(o + at::ZONE_KIND, &[z.kind as u8]);
+        put(o + at::ZONE_SHAPE, &[ZONE_SHAPE_CIRCLE]);
+        put(o + at::ZONE_X_MM, &z.x_mm.to_le_bytes());
+        put(o + at::ZONE_Y_MM, &z.y_mm.to_le_bytes());
+        put(o + at::ZONE_RADIUS_MM, &z.radius_mm.to_le_bytes());
     }
     b
 }

@@ -182,8 +182,6 @@ struct Conn<S> {
     shared: Option<Arc<ClientShared>>,
     limiter: RateLimiter,
     last_client_seq: Option<u32>,
-    /// The tick of the newest SNAPSHOT this connection sent: PONG never names an older one.
-    newest_snapshot_tick: u32,
 }
 
 /// Serves one upgraded WebSocket connection until it ends.
@@ -204,7 +202,6 @@ where
         ctx,
         shared: None,
         last_client_seq: None,
-        newest_snapshot_tick: 0,
     };
     let stop = conn.serve().await;
     let end = conn.finish(stop).await;
@@ -315,8 +312,7 @@ where
                         Some(Outbound::Welcome { message, terrain_cached }) => {
                             self.welcome_and_terrain(message, terrain_cached).await
                         }
-                        Some(Outbound::Snapshot { tick, message }) => {
-                            self.newest_snapshot_tick = self.newest_snapshot_tick.max(tick);
+                        Some(Outbound::Snapshot { message }) => {
                             self.send(message).await.map(|()| {
                                 self.ctx.metrics.snapshots_sent_total.fetch_add(1, Relaxed);
                             })
@@ -454,14 +450,9 @@ where
 
     async fn pong(&mut self, nonce: u64) -> Result<(), Stop> {
         self.ctx.metrics.pings_total.fetch_add(1, Relaxed);
-        // The tick is published before its snapshots leave the tick thread, and the max
-        // makes the rule hold by construction here as well.
-        let tick = self
-            .ctx
-            .metrics
-            .current_tick
-            .load(Relaxed)
-            .max(self.newest_snapshot_tick);
+        // The tick thread publishes a tick before any of its snapshots leave it, so this is
+        // never older than a snapshot this client already has.
+        let tick = self.ctx.metrics.current_tick.load(Relaxed);
         let pong = protocol::encode_pong(nonce, tick);
         self.send(Bytes::copy_from_slice(&pong)).await
     }

@@ -103,8 +103,8 @@ pub enum Outbound {
     /// The join took effect: send this WELCOME, then the terrain, then snapshots.
     /// WELCOME, and whether the client has the terrain cached (nothing more to send).
     Welcome { message: Bytes, terrain_cached: bool },
-    /// A SNAPSHOT message (type byte + kernel snapshot) and its tick.
-    Snapshot { tick: u32, message: Bytes },
+    /// A SNAPSHOT message (type byte + kernel snapshot).
+    Snapshot { message: Bytes },
 }
 
 /// What connection tasks tell the tick thread.
@@ -561,6 +561,12 @@ impl TickLoop {
             }
         }
         let bp = &self.settings.backpressure;
+        // PONG reports the published tick: it must not be behind the snapshots queued now.
+        debug_assert!(
+            m.current_tick.load(Relaxed) >= out.tick,
+            "tick {} handed off before it was published",
+            out.tick
+        );
         for f in out.snapshots() {
             let Some(c) = self.clients.get_mut(&f.client) else {
                 continue;
@@ -569,10 +575,7 @@ impl TickLoop {
                 continue;
             }
             let message = Bytes::from(protocol::encode_snapshot(f.bytes));
-            match c.queue.try_send(Outbound::Snapshot {
-                tick: out.tick,
-                message,
-            }) {
+            match c.queue.try_send(Outbound::Snapshot { message }) {
                 Ok(()) => {
                     let depth = c.queue.max_capacity() - c.queue.capacity();
                     c.shared.queue_depth_hwm.fetch_max(depth, Relaxed);
