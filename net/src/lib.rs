@@ -13,10 +13,12 @@
 //! Modules, top-down (each uses only those above it): `terrain_wire`, `config`,
 //! `protocol`, then the two sides, which never use each other: `server` (HTTP and
 //! WebSocket front, `connection` tasks, the `tick` thread, `metrics`, `watchdog`) and
-//! `client` (bots, and the client-side decoding the tests share).
+//! `client` (bots, and the client-side decoding the tests share). `fleet` runs one server
+//! process per world (`migratory-fleet`); it uses neither side's code, only the processes.
 
 pub mod client;
 pub mod config;
+pub mod fleet;
 pub mod protocol;
 pub mod server;
 pub mod terrain_wire;

@@ -49,6 +49,17 @@ struct ServeArgs {
     /// Stop by itself after this many ticks (benchmarks, corpus recordings).
     #[arg(long, value_name = "TICKS")]
     run_ticks: Option<u64>,
+    /// Resume the world from this earlier session's recording (at its last durable tick,
+    /// checked against the recorded root) instead of starting it fresh.
+    #[arg(long, value_name = "REC")]
+    resume_from: Option<PathBuf>,
+    /// Started by a fleet: read this world's content from the fleet at URL, with the token
+    /// given as the first line of stdin.
+    #[arg(long, value_name = "URL", requires = "world_id")]
+    fleet_url: Option<String>,
+    /// The world to read from the fleet.
+    #[arg(long, value_name = "ID", requires = "fleet_url")]
+    world_id: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -58,14 +69,20 @@ fn main() -> ExitCode {
             print!("{DEFAULT_CONFIG_TOML}");
             ExitCode::SUCCESS
         }
-        Command::Serve(args) => {
-            let config = match load_config(&args) {
+        Command::Serve(mut args) => {
+            let mut config = match load_config(&args) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("error: {e}");
                     return ExitCode::from(2);
                 }
             };
+            if let (Some(url), Some(world)) = (args.fleet_url.clone(), args.world_id.clone()) {
+                if let Err(e) = apply_fleet_content(&mut config, &mut args, &url, &world) {
+                    eprintln!("error: {e:#}");
+                    return ExitCode::from(2);
+                }
+            }
             match serve(config, &args) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -107,6 +124,56 @@ fn load_config(args: &ServeArgs) -> Result<ServerConfig, ConfigError> {
     Ok(config)
 }
 
+/// Reads this world's content from the fleet (the token is stdin's first line) and
+/// applies it: the world config, the recording folder, the segment to resume from.
+fn apply_fleet_content(
+    config: &mut ServerConfig,
+    args: &mut ServeArgs,
+    url: &str,
+    world: &str,
+) -> anyhow::Result<()> {
+    use migratory_net::fleet::content::{content_url, WorldContent};
+    let mut token = String::new();
+    std::io::stdin()
+        .read_line(&mut token)
+        .context("reading the fleet token from stdin")?;
+    let token = token.trim();
+    anyhow::ensure!(!token.is_empty(), "no fleet token on stdin");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let content: WorldContent = runtime.block_on(async {
+        let response = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(std::time::Duration::from_secs(10))
+            .build()?
+            .get(content_url(url, world))
+            .bearer_auth(token)
+            .send()
+            .await?;
+        let status = response.status();
+        if !status.is_success() {
+            let body = response.text().await.unwrap_or_default();
+            anyhow::bail!(
+                "the fleet refused world `{world}`'s content: {status} {}",
+                body.trim()
+            );
+        }
+        Ok(response.json::<WorldContent>().await?)
+    })?;
+    anyhow::ensure!(
+        content.world_id == world,
+        "the fleet sent world `{}`, not `{world}`",
+        content.world_id
+    );
+    config.world = serde_json::from_value(content.config).context("the fleet's world config")?;
+    config.server.recording.dir = content.record_dir;
+    config.validate()?;
+    args.resume_from = content.resume_from;
+    Ok(())
+}
+
 fn debug_enabled() -> bool {
     std::env::var("MIGRATORY_DEBUG").is_ok_and(|v| !v.is_empty() && v != "0")
 }
@@ -115,9 +182,13 @@ fn init_logging(debug: bool) {
     let default = if debug { "debug" } else { "info" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    // Logs go to stderr: stdout carries only the lines tools parse.
+    // Logs go to stderr: stdout carries only the lines tools parse. A failed log write is
+    // dropped, not reported on stderr: when a supervisor that read our output dies, the
+    // report itself would panic (stderr is the broken pipe) and turn a clean shutdown
+    // into an abrupt one.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .log_internal_errors(false)
         .with_writer(std::io::stderr)
         .try_init();
 }
@@ -135,15 +206,12 @@ fn serve(config: ServerConfig, args: &ServeArgs) -> anyhow::Result<()> {
         let options = ServeOptions {
             debug,
             run_ticks: args.run_ticks,
+            resume_from: args.resume_from.clone(),
         };
         let handle = migratory_net::start(config, options).await?;
-        {
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "listening on {}", handle.ws_url())?;
-            if let Some(p) = handle.recording_path() {
-                writeln!(out, "recording to {}", p.display())?;
-            }
-            out.flush()?;
+        say(&format!("listening on {}", handle.ws_url()));
+        if let Some(p) = handle.recording_path() {
+            say(&format!("recording to {}", p.display()));
         }
         let stopper = handle.stopper();
         let wait = handle.wait();
@@ -160,17 +228,23 @@ fn serve(config: ServerConfig, args: &ServeArgs) -> anyhow::Result<()> {
         if let Some(e) = &report.tick.recording_error {
             anyhow::bail!("the recording failed: {e}");
         }
-        let mut out = std::io::stdout().lock();
-        writeln!(
-            out,
+        say(&format!(
             "stopped after {} ticks (tick {}), final root {}",
             report.tick.ticks,
             report.tick.final_tick,
             hex(&report.tick.final_root)
-        )?;
-        out.flush()?;
+        ));
         Ok(())
     })
+}
+
+/// A line on stdout for the tools that read it. Nobody reading (a closed pipe: the fleet
+/// that started us is gone) does not stop the server.
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+        tracing::warn!(error = %e, line, "stdout is gone; line dropped");
+    }
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {

@@ -8,6 +8,7 @@
 mod accept;
 mod connection;
 pub mod metrics;
+pub mod resume;
 mod tick;
 mod watchdog;
 
@@ -76,6 +77,8 @@ pub enum ServerError {
     TickPanicked,
     #[error("the HTTP server failed: {0}")]
     Http(String),
+    #[error(transparent)]
+    Resume(#[from] resume::ResumeError),
 }
 
 /// Options that are not part of the world's config.
@@ -85,6 +88,9 @@ pub struct ServeOptions {
     pub debug: bool,
     /// Stop by itself after this many ticks (for benchmarks and corpus recordings).
     pub run_ticks: Option<u64>,
+    /// Resume the world from this earlier session's recording (its last durable tick)
+    /// instead of building it fresh from the config.
+    pub resume_from: Option<PathBuf>,
 }
 
 /// What the HTTP handlers share: the connections' context, and the WebSocket settings
@@ -93,6 +99,17 @@ pub struct ServeOptions {
 struct AppState {
     connections: Arc<ConnectionCtx>,
     ws_config: WebSocketConfig,
+    /// What `/status` reports besides the live counters.
+    status: StatusBase,
+}
+
+/// The fixed part of `/status`.
+#[derive(Clone, Debug, serde::Serialize)]
+struct StatusBase {
+    /// The tick the session started from (0, or the resumed tick).
+    start_tick: u32,
+    recording: Option<PathBuf>,
+    resumed_from: Option<PathBuf>,
 }
 
 /// How the session ended.
@@ -175,7 +192,24 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     let s = &config.server;
     let world_config = config.world.clone();
     let shards = s.shards as usize;
-    let world = World::new(world_config.clone(), shards)?;
+    let resumed = match &options.resume_from {
+        Some(path) => Some(resume::resume(path, &world_config, shards)?),
+        None => None,
+    };
+    let (world, leaving_clients) = match resumed {
+        Some(r) => {
+            tracing::info!(
+                from = %r.from.display(),
+                tick = r.tick,
+                ended_cleanly = r.ended_cleanly,
+                leaving = r.leaving_clients.len(),
+                "world resumed"
+            );
+            (r.world, r.leaving_clients)
+        }
+        None => (World::new(world_config.clone(), shards)?, Vec::new()),
+    };
+    let start_tick = world.tick();
     let terrain = terrain_wire::encode(world.terrain(), &s.terrain_wire)?;
     let descriptor = terrain.descriptor.clone();
     let terrain_messages: Arc<Vec<Bytes>> = Arc::new(terrain.messages.into_iter().map(Bytes::from).collect());
@@ -227,8 +261,11 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         run_ticks: options.run_ticks,
         debug: options.debug,
     };
+    // Client ids of the new session start above those still in a resumed world.
+    let next_client_id = leaving_clients.iter().max().map_or(1, |c| c + 1);
     let tick_loop = TickLoop::new(
         world,
+        leaving_clients,
         settings,
         events_rx,
         metrics.clone(),
@@ -260,21 +297,31 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         None
     };
 
+    let connections = ConnectionCtx::new(
+        &config,
+        metrics.clone(),
+        events_tx,
+        terrain_messages,
+        descriptor.content_hash,
+        shutdown_rx.clone(),
+    );
+    connections
+        .next_client_id
+        .store(next_client_id, Ordering::Relaxed);
     let ctx = Arc::new(AppState {
-        connections: Arc::new(ConnectionCtx::new(
-            &config,
-            metrics.clone(),
-            events_tx,
-            terrain_messages,
-            descriptor.content_hash,
-            shutdown_rx.clone(),
-        )),
+        connections: Arc::new(connections),
         ws_config,
+        status: StatusBase {
+            start_tick,
+            recording: recording_path.clone(),
+            resumed_from: options.resume_from.clone(),
+        },
     });
     let app = Router::new()
         .route(WS_PATH, get(ws_upgrade))
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics_page))
+        .route("/status", get(status_page))
         .with_state(ctx.clone());
     let limits = accept::AcceptLimits {
         connections_max: s.connections_max as usize,
@@ -481,6 +528,19 @@ async fn metrics_page(State(ctx): State<Arc<AppState>>) -> impl IntoResponse {
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         ctx.connections.metrics.render(),
     )
+}
+
+/// `/status`: the session at a glance, as JSON (what the fleet polls for player counts).
+async fn status_page(State(ctx): State<Arc<AppState>>) -> impl IntoResponse {
+    let m = &ctx.connections.metrics;
+    axum::Json(serde_json::json!({
+        "tick": m.current_tick.load(Ordering::Relaxed).max(ctx.status.start_tick),
+        "players": m.clients.load(Ordering::Relaxed).max(0),
+        "connections": m.connections.load(Ordering::Relaxed).max(0),
+        "start_tick": ctx.status.start_tick,
+        "recording": ctx.status.recording,
+        "resumed_from": ctx.status.resumed_from,
+    }))
 }
 
 fn header_has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {

@@ -226,6 +226,8 @@ fn catch_up(lateness: Duration, dt_ns: u64, catch_up_ticks_max: u32) -> (bool, u
 /// The tick thread's state.
 pub struct TickLoop {
     world: World,
+    /// Clients of an earlier session still in a resumed world: they leave in the first tick.
+    leaving_clients: Vec<u32>,
     settings: TickSettings,
     events: mpsc::Receiver<NetEvent>,
     metrics: Arc<Metrics>,
@@ -251,6 +253,7 @@ impl TickLoop {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         world: World,
+        leaving_clients: Vec<u32>,
         settings: TickSettings,
         events: mpsc::Receiver<NetEvent>,
         metrics: Arc<Metrics>,
@@ -261,6 +264,7 @@ impl TickLoop {
     ) -> TickLoop {
         TickLoop {
             world,
+            leaving_clients,
             settings,
             events,
             metrics,
@@ -380,6 +384,11 @@ impl TickLoop {
     fn ingest(&mut self) {
         let inputs = &mut self.inputs.inputs;
         inputs.clear();
+        inputs.extend(
+            self.leaving_clients
+                .drain(..)
+                .map(|client| Input::Leave { client }),
+        );
         for _ in 0..EVENTS_PER_TICK_MAX {
             let Ok(event) = self.events.try_recv() else {
                 break;
@@ -626,7 +635,9 @@ impl TickLoop {
         let mut path = None;
         if let Some(mut rec) = self.recorder.take() {
             if let Some(writer) = rec.writer.take() {
-                match writer.finish() {
+                // The final checkpoint lets the next session of this world resume from the
+                // last tick without stepping.
+                match writer.finish_with_checkpoint(&self.world) {
                     Ok(_) => {
                         tracing::info!(path = %rec.path.display(), tick = self.world.tick(), "recording finished")
                     }

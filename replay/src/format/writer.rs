@@ -72,6 +72,8 @@ pub struct RecordingWriter<W: Durable> {
     ticks_recorded: u32,
     blocks_since_sync: u32,
     bytes_written: u64,
+    /// The tick of the newest checkpoint written (None: none yet).
+    last_checkpoint_tick: Option<u32>,
 }
 
 impl<W: Durable> RecordingWriter<W> {
@@ -104,6 +106,7 @@ impl<W: Durable> RecordingWriter<W> {
             ticks_recorded: 0,
             blocks_since_sync: 0,
             bytes_written: (FILE_HEADER_BYTES + body.len()) as u64,
+            last_checkpoint_tick: None,
         };
         if world.tick() != 0 {
             w.write_checkpoint(world)?;
@@ -198,7 +201,29 @@ impl<W: Durable> RecordingWriter<W> {
         let bytes = save_checkpoint(world);
         let compressed = zstd::bulk::compress(&bytes, ZSTD_LEVEL)?;
         self.write_record(RecordKind::Checkpoint, world.tick(), 0, &[&compressed])?;
+        self.last_checkpoint_tick = Some(world.tick());
         self.out.flush()
+    }
+
+    /// Like `finish`, with a checkpoint of `world` (the world after the last recorded
+    /// tick) first, unless one of that tick was already written: the next session of this
+    /// world resumes from it without stepping a single tick.
+    pub fn finish_with_checkpoint(mut self, world: &World) -> io::Result<W> {
+        if world.tick() != self.next_tick - 1 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "final checkpoint of tick {} but the last recorded tick is {}",
+                    world.tick(),
+                    self.next_tick - 1
+                ),
+            ));
+        }
+        self.flush_block()?;
+        if self.last_checkpoint_tick != Some(world.tick()) && self.ticks_recorded > 0 {
+            self.write_checkpoint(world)?;
+        }
+        self.finish()
     }
 
     /// Writes the partial block and the end record, syncs, and returns the sink.

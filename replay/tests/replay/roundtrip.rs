@@ -187,3 +187,52 @@ fn a_recording_from_a_later_tick_starts_with_its_checkpoint() {
     assert!(rec.world_at(16, 1).is_err(), "before the start");
     assert_eq!(rec.world_at(20, 1).unwrap().state_root(), roots[2]);
 }
+
+/// A recording finished with a checkpoint ends with the final state stored, so the world
+/// at the last tick is restored without stepping; none is added when one of that tick
+/// was already written.
+#[test]
+fn finishing_with_a_checkpoint_stores_the_final_state_once() {
+    for (ticks, interval, checkpoints) in [(25u32, 10u32, 3usize), (20, 10, 2), (0, 10, 0)] {
+        let mut world = World::new(small_config(3, 120), 1).unwrap();
+        let options = WriterOptions {
+            block_ticks: 7,
+            checkpoint_interval_ticks: interval,
+            fsync_every_blocks: 0,
+        };
+        let mut writer = migratory_replay::RecordingWriter::new(Vec::new(), &world, 1, options).unwrap();
+        for _ in 0..ticks {
+            let out = world.step(&TickInputs::default()).clone();
+            writer.record_tick(&TickInputs::default(), &out, &world).unwrap();
+        }
+        let rec = Recording::from_bytes(writer.finish_with_checkpoint(&world).unwrap()).unwrap();
+        let found: Vec<u32> = rec.checkpoints().map(|c| c.first_tick).collect();
+        assert_eq!(
+            found.len(),
+            checkpoints,
+            "{ticks} ticks, every {interval}: {found:?}"
+        );
+        if ticks > 0 {
+            assert_eq!(found.last(), Some(&ticks));
+            let last = rec.checkpoints().last().copied().unwrap();
+            assert_eq!(
+                rec.restore_checkpoint(&last, 1).unwrap().state_root(),
+                world.state_root()
+            );
+        }
+        assert_eq!(rec.end.unwrap().final_root, world.state_root());
+    }
+}
+
+/// The final checkpoint must be of the last recorded tick.
+#[test]
+fn a_final_checkpoint_of_another_tick_is_refused() {
+    let mut world = World::new(small_config(4, 60), 1).unwrap();
+    let mut writer =
+        migratory_replay::RecordingWriter::new(Vec::new(), &world, 1, WriterOptions::default()).unwrap();
+    let out = world.step(&TickInputs::default()).clone();
+    writer.record_tick(&TickInputs::default(), &out, &world).unwrap();
+    world.step(&TickInputs::default());
+    let err = writer.finish_with_checkpoint(&world).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+}

@@ -1,0 +1,835 @@
+//! The fleet: one `migratory-server` process per world, started on the first join, ready
+//! only when its world is loaded (or resumed and verified) and its port bound, stopped
+//! when idle, and resumed from its recordings on the next join, so a stop, a crash or a
+//! kill loses no state. `migratory-fleet serve` runs it.
+//!
+//! Modules: `store` (the state of record, SQLite or PostgreSQL), `process` (spawning,
+//! output, signals, exits), `content` (what a child reads with its token), `api` (the HTTP
+//! front), and this file: the per-world life cycle.
+//!
+//! Invariants:
+//! - At most one server per world: every start, stop and finalisation of a world runs
+//!   under that world's lock, so two racing first joins start one process.
+//! - The store is the state of record: a restarted fleet reads which servers the last one
+//!   ran, stops any that survived it, and closes their segments from their recordings.
+//! - A token is valid exactly while its process lives: it is made at spawn, given on
+//!   stdin, kept only as a hash, and dropped when the process exits.
+
+mod api;
+pub mod content;
+mod process;
+pub mod store;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+use tokio::sync::{watch, Notify};
+
+use content::WorldContent;
+use process::{ChildProc, ExitInfo, SpawnSpec, Spawner};
+use store::{Ended, SegmentEnd, Store, StoreError, WorldRow};
+
+/// How the fleet runs.
+#[derive(Clone, Debug)]
+pub struct FleetOptions {
+    pub listen: SocketAddr,
+    /// Worlds' recordings, logs and (by default) the SQLite store live here.
+    pub data_dir: PathBuf,
+    /// `postgres://...` (or `sqlite://...`); None: SQLite in `data_dir`.
+    pub database_url: Option<String>,
+    /// The `migratory-server` binary to run for each world.
+    pub server_bin: PathBuf,
+    /// Shards each world server steps on.
+    pub shards: u32,
+    /// A world with no players for this long is stopped.
+    pub idle_timeout: Duration,
+    /// A world server that has not reported ready within this time is killed.
+    pub ready_timeout: Duration,
+    /// A world server that has not exited this long after SIGTERM is killed.
+    pub stop_timeout: Duration,
+    /// How often player counts are read from the world servers.
+    pub poll_interval: Duration,
+}
+
+impl FleetOptions {
+    /// Defaults for `data_dir`, with the server binary next to the running one.
+    pub fn new(listen: SocketAddr, data_dir: PathBuf) -> FleetOptions {
+        let server_bin = std::env::current_exe()
+            .map(|p| p.with_file_name("migratory-server"))
+            .unwrap_or_else(|_| PathBuf::from("migratory-server"));
+        FleetOptions {
+            listen,
+            data_dir,
+            database_url: None,
+            server_bin,
+            shards: 1,
+            idle_timeout: Duration::from_secs(300),
+            ready_timeout: Duration::from_secs(30),
+            stop_timeout: Duration::from_secs(10),
+            poll_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A world id: 1 to 64 of `a-z`, `0-9`, `-` and `_` (it names a folder).
+pub const WORLD_ID_BYTES_MAX: usize = 64;
+
+/// What went wrong, by the HTTP status it is answered with.
+#[derive(Debug, Error)]
+pub enum FleetError {
+    #[error("no world `{world}`")]
+    NotFound { world: String },
+    #[error("world `{world}`: {reason}")]
+    Conflict { world: String, reason: String },
+    #[error("{reason}")]
+    Invalid { reason: String },
+    #[error("world `{world}` is unavailable: {reason}")]
+    Unavailable {
+        world: String,
+        reason: String,
+        log_tail: Vec<String>,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> FleetError {
+    let context = context.into();
+    move |source| FleetError::Io { context, source }
+}
+
+/// Checks a world id.
+pub fn validate_world_id(id: &str) -> Result<(), FleetError> {
+    let ok = !id.is_empty()
+        && id.len() <= WORLD_ID_BYTES_MAX
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(FleetError::Invalid {
+            reason: format!(
+                "world id `{}` must be 1 to {WORLD_ID_BYTES_MAX} of a-z, 0-9, '-' and '_'",
+                id.escape_debug()
+            ),
+        })
+    }
+}
+
+/// Where a world's files live under the data folder: `worlds/{id}/segments/*.mrec` and
+/// `worlds/{id}/server.log`. The store holds paths relative to the data folder, so an
+/// object-store backend can later map the same names to keys (fetch a segment before a
+/// resume, upload one after it closes) without a change to the store or the servers.
+#[derive(Clone, Debug)]
+struct WorldFiles {
+    dir: PathBuf,
+}
+
+impl WorldFiles {
+    fn new(data_dir: &Path, id: &str) -> WorldFiles {
+        WorldFiles {
+            dir: data_dir.join("worlds").join(id),
+        }
+    }
+
+    fn segments_dir(&self) -> PathBuf {
+        self.dir.join("segments")
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.join("server.log")
+    }
+}
+
+/// A world's running server.
+#[derive(Debug)]
+struct Running {
+    child: ChildProc,
+    generation: u64,
+    ws_url: String,
+    status_url: String,
+    segment_seq: Option<i64>,
+    players: i64,
+    idle_since: Option<Instant>,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    running: Option<Running>,
+}
+
+/// A live token: its hash, its world and what it may read.
+#[derive(Debug)]
+struct TokenEntry {
+    generation: u64,
+    hash: blake3::Hash,
+    content: WorldContent,
+}
+
+/// What a token presented to the internal API may do.
+#[derive(Debug, PartialEq)]
+enum TokenCheck {
+    Granted(Box<WorldContent>),
+    /// A live token of another world.
+    Forbidden,
+    /// No live token.
+    Unauthorized,
+}
+
+/// Every live token is compared (`blake3::Hash` equality is constant-time), so neither
+/// the answer's timing nor its content tells how close a guess came.
+fn check_token(entries: &[TokenEntry], world_id: &str, presented: &str) -> TokenCheck {
+    let hash = blake3::hash(presented.as_bytes());
+    let mut found = None;
+    for e in entries {
+        if e.hash == hash {
+            found = Some(e);
+        }
+    }
+    match found {
+        Some(e) if e.content.world_id == world_id => TokenCheck::Granted(Box::new(e.content.clone())),
+        Some(_) => TokenCheck::Forbidden,
+        None => TokenCheck::Unauthorized,
+    }
+}
+
+/// The answer to a join.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct JoinAnswer {
+    pub world: String,
+    pub ws_url: String,
+    /// True when this join started the server.
+    pub started: bool,
+    /// The tick the running session started from (0 for a fresh world).
+    pub start_tick: u64,
+    /// The segment it resumed from, when it did.
+    pub resumed_from_seq: Option<i64>,
+    /// Milliseconds from the request to ready (0 when it was running).
+    pub ready_ms: u64,
+}
+
+/// The fleet's shared state.
+#[derive(Debug)]
+struct Fleet {
+    store: Store,
+    options: FleetOptions,
+    url: String,
+    spawner: Spawner,
+    http: reqwest::Client,
+    slots: Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
+    tokens: Mutex<Vec<TokenEntry>>,
+    generation: AtomicU64,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn new_token() -> Result<String, FleetError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| FleetError::Io {
+        context: "making a token".into(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    Ok(hex(&bytes))
+}
+
+/// Waits for the exit a watch reports.
+async fn exit_of(rx: &mut watch::Receiver<Option<ExitInfo>>) -> ExitInfo {
+    loop {
+        if let Some(e) = *rx.borrow_and_update() {
+            return e;
+        }
+        if rx.changed().await.is_err() {
+            return rx.borrow().unwrap_or(ExitInfo::Signal(libc::SIGKILL));
+        }
+    }
+}
+
+/// Reads how a segment's recording ended (blocking: it reads the file).
+fn segment_end(path: &Path, first_tick: i64) -> SegmentEnd {
+    let crashed = |last_tick, final_root| SegmentEnd {
+        last_tick,
+        final_root,
+        ended: Ended::Crashed,
+    };
+    let Ok(rec) = migratory_replay::Recording::open(path) else {
+        return crashed(first_tick, String::new());
+    };
+    if let Some(end) = rec.end {
+        return SegmentEnd {
+            last_tick: i64::from(end.final_tick),
+            final_root: hex(&end.final_root),
+            ended: Ended::Stopped,
+        };
+    }
+    let last = rec.last_tick();
+    let root = if last == rec.meta.start_tick {
+        rec.start_world(1).ok().map(|w| w.state_root())
+    } else {
+        rec.ticks_from(last)
+            .last()
+            .and_then(Result::ok)
+            .map(|t| t.state_root)
+    };
+    crashed(i64::from(last), root.map(|r| hex(&r)).unwrap_or_default())
+}
+
+impl Fleet {
+    fn slot(&self, id: &str) -> Arc<tokio::sync::Mutex<Slot>> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.entry(id.to_string()).or_default().clone()
+    }
+
+    fn drop_token(&self, generation: u64) {
+        let mut t = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        t.retain(|e| e.generation != generation);
+    }
+
+    fn content_for(&self, world_id: &str, presented: &str) -> TokenCheck {
+        let t = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        check_token(&t, world_id, presented)
+    }
+
+    async fn world_row(&self, id: &str) -> Result<WorldRow, FleetError> {
+        validate_world_id(id)?;
+        self.store.world(id).await?.ok_or_else(|| FleetError::NotFound {
+            world: id.to_string(),
+        })
+    }
+
+    /// Ensures the world's server runs and is ready.
+    async fn join(self: &Arc<Self>, id: &str) -> Result<JoinAnswer, FleetError> {
+        let t0 = Instant::now();
+        let row = self.world_row(id).await?;
+        let slot = self.slot(id);
+        let mut slot = slot.lock().await;
+        if let Some(r) = &slot.running {
+            if r.child.exit_info().is_none() {
+                let start_tick = self
+                    .store
+                    .segments(id)
+                    .await?
+                    .iter()
+                    .find(|s| Some(s.seq) == r.segment_seq)
+                    .map_or(0, |s| s.first_tick as u64);
+                return Ok(JoinAnswer {
+                    world: id.to_string(),
+                    ws_url: r.ws_url.clone(),
+                    started: false,
+                    start_tick,
+                    resumed_from_seq: None,
+                    ready_ms: 0,
+                });
+            }
+        }
+        if let Some(r) = slot.running.take() {
+            self.finalize(id, r).await?;
+        }
+        let (running, start_tick, resumed_from_seq) = self.start_server(&row).await?;
+        let answer = JoinAnswer {
+            world: id.to_string(),
+            ws_url: running.ws_url.clone(),
+            started: true,
+            start_tick,
+            resumed_from_seq,
+            ready_ms: t0.elapsed().as_millis() as u64,
+        };
+        self.watch_exit(id, &running);
+        slot.running = Some(running);
+        Ok(answer)
+    }
+
+    /// When the child exits by itself (a crash, a kill), closes its segment.
+    fn watch_exit(self: &Arc<Self>, id: &str, running: &Running) {
+        let fleet = self.clone();
+        let id = id.to_string();
+        let generation = running.generation;
+        let mut exit = running.child.exit_watch();
+        tokio::spawn(async move {
+            let info = exit_of(&mut exit).await;
+            let slot = fleet.slot(&id);
+            let mut slot = slot.lock().await;
+            if slot.running.as_ref().is_some_and(|r| r.generation == generation) {
+                if let Some(r) = slot.running.take() {
+                    tracing::warn!(world = %id, pid = r.child.pid, exit = %info, "world server exited by itself");
+                    if let Err(e) = fleet.finalize(&id, r).await {
+                        tracing::error!(world = %id, error = %e, "closing the segment failed");
+                    }
+                }
+            }
+        });
+    }
+
+    /// Starts the world's server: resume from its newest segment, if any.
+    async fn start_server(&self, row: &WorldRow) -> Result<(Running, u64, Option<i64>), FleetError> {
+        let id = row.id.as_str();
+        let files = WorldFiles::new(&self.options.data_dir, id);
+        std::fs::create_dir_all(files.segments_dir())
+            .map_err(io_err(format!("creating {}", files.segments_dir().display())))?;
+        let segments = self.store.segments(id).await?;
+        let resume = segments.last().filter(|s| s.last_tick.is_some());
+        let resume_from = resume.map(|s| self.options.data_dir.join(&s.recording_path));
+        let resumed_from_seq = resume.map(|s| s.seq);
+        let config: serde_json::Value =
+            serde_json::from_str(&row.config_json).map_err(|e| FleetError::Invalid {
+                reason: format!("stored config of `{id}` is not JSON: {e}"),
+            })?;
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        let token = new_token()?;
+        self.tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(TokenEntry {
+                generation,
+                hash: blake3::hash(token.as_bytes()),
+                content: WorldContent {
+                    world_id: id.to_string(),
+                    config,
+                    record_dir: files.segments_dir(),
+                    resume_from,
+                },
+            });
+        let result = self.spawn_ready(id, &files, token, generation).await;
+        let (child, ws_url) = match result {
+            Ok(x) => x,
+            Err(e) => {
+                self.drop_token(generation);
+                return Err(e);
+            }
+        };
+        let unavailable = |reason: String, child: &ChildProc| FleetError::Unavailable {
+            world: id.to_string(),
+            reason,
+            log_tail: child.log_tail(),
+        };
+        let status_url = ws_url
+            .strip_prefix("ws://")
+            .and_then(|rest| rest.split('/').next())
+            .map(|host| format!("http://{host}/status"));
+        let Some(status_url) = status_url else {
+            child.signal(libc::SIGKILL);
+            child.wait().await;
+            self.drop_token(generation);
+            return Err(unavailable(format!("unexpected ready line `{ws_url}`"), &child));
+        };
+        let status = match self.status(&status_url).await {
+            Ok(s) => s,
+            Err(e) => {
+                child.signal(libc::SIGKILL);
+                child.wait().await;
+                self.drop_token(generation);
+                return Err(unavailable(format!("its /status did not answer: {e}"), &child));
+            }
+        };
+        let start_tick = status.start_tick;
+        let segment_seq = match &status.recording {
+            Some(path) => {
+                let rel = path
+                    .strip_prefix(&self.options.data_dir)
+                    .unwrap_or(path)
+                    .display()
+                    .to_string();
+                Some(
+                    self.store
+                        .open_segment(id, &rel, start_tick as u32, resumed_from_seq)
+                        .await?,
+                )
+            }
+            None => None,
+        };
+        self.store.set_server(id, Some((child.pid, &ws_url))).await?;
+        tracing::info!(world = %id, pid = child.pid, %ws_url, start_tick, resumed_from_seq, "world server ready");
+        Ok((
+            Running {
+                child,
+                generation,
+                ws_url,
+                status_url,
+                segment_seq,
+                players: 0,
+                idle_since: None,
+            },
+            start_tick,
+            resumed_from_seq,
+        ))
+    }
+
+    /// Spawns the child and waits for its ready line; kills it if it is late.
+    async fn spawn_ready(
+        &self,
+        id: &str,
+        files: &WorldFiles,
+        token: String,
+        generation: u64,
+    ) -> Result<(ChildProc, String), FleetError> {
+        let spec = SpawnSpec {
+            program: self.options.server_bin.clone(),
+            args: vec![
+                "serve".into(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--shards".into(),
+                self.options.shards.to_string(),
+                "--fleet-url".into(),
+                self.url.clone(),
+                "--world-id".into(),
+                id.to_string(),
+            ],
+            stdin_secret: token,
+            log_path: files.log_path(),
+        };
+        let mut child = self
+            .spawner
+            .spawn(spec)
+            .await
+            .map_err(|e| FleetError::Unavailable {
+                world: id.to_string(),
+                reason: format!("starting {} failed: {e}", self.options.server_bin.display()),
+                log_tail: Vec::new(),
+            })?;
+        tracing::debug!(world = %id, pid = child.pid, generation, "world server spawned");
+        let mut exit = child.exit_watch();
+        let deadline = tokio::time::sleep(self.options.ready_timeout);
+        tokio::pin!(deadline);
+        let failure = loop {
+            tokio::select! {
+                line = child.stdout_lines.recv() => match line {
+                    Some(l) => {
+                        if let Some(url) = l.strip_prefix("listening on ") {
+                            return Ok((child, url.trim().to_string()));
+                        }
+                    }
+                    None => break format!("the world server exited before it was ready ({})", exit_of(&mut exit).await),
+                },
+                info = exit_of(&mut exit) => break format!("the world server exited before it was ready ({info})"),
+                _ = &mut deadline => {
+                    child.signal(libc::SIGKILL);
+                    let info = child.wait().await;
+                    break format!(
+                        "the world server was not ready within {:.1} s and was killed ({info})",
+                        self.options.ready_timeout.as_secs_f64()
+                    );
+                }
+            }
+        };
+        // The output threads end with the child's pipes; give them a moment to drain.
+        child.drained(Duration::from_secs(1)).await;
+        Err(FleetError::Unavailable {
+            world: id.to_string(),
+            reason: failure,
+            log_tail: child.log_tail(),
+        })
+    }
+
+    async fn status(&self, url: &str) -> Result<ServerStatus, reqwest::Error> {
+        self.http
+            .get(url)
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await?
+            .error_for_status()?
+            .json::<ServerStatus>()
+            .await
+    }
+
+    /// After the child has exited: drop its token, close its segment from its recording,
+    /// and clear it from the store.
+    async fn finalize(&self, id: &str, running: Running) -> Result<(), FleetError> {
+        let info = running.child.wait().await;
+        self.drop_token(running.generation);
+        if let Some(seq) = running.segment_seq {
+            let segments = self.store.segments(id).await?;
+            if let Some(seg) = segments.iter().find(|s| s.seq == seq) {
+                let path = self.options.data_dir.join(&seg.recording_path);
+                let first = seg.first_tick;
+                let mut end = tokio::task::spawn_blocking(move || segment_end(&path, first))
+                    .await
+                    .map_err(|e| FleetError::Io {
+                        context: "reading a segment".into(),
+                        source: std::io::Error::other(e.to_string()),
+                    })?;
+                if !info.success() && end.ended == Ended::Stopped {
+                    // Ended cleanly on disk, but the process failed after: still a crash.
+                    end.ended = Ended::Crashed;
+                }
+                self.store.close_segment(id, seq, &end).await?;
+                tracing::info!(world = %id, seq, last_tick = end.last_tick, ended = ?end.ended, exit = %info, "segment closed");
+            }
+        }
+        self.store.set_server(id, None).await?;
+        Ok(())
+    }
+
+    /// Stops the world's server gracefully (SIGTERM), killing it if it is late.
+    async fn stop_running(&self, id: &str, running: Running) -> Result<(), FleetError> {
+        running.child.signal(libc::SIGTERM);
+        if tokio::time::timeout(self.options.stop_timeout, running.child.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(world = %id, pid = running.child.pid, "world server did not stop in time; killing it");
+            running.child.signal(libc::SIGKILL);
+        }
+        self.finalize(id, running).await
+    }
+
+    /// Stops a world's server if it runs.
+    async fn stop(&self, id: &str) -> Result<bool, FleetError> {
+        let slot = self.slot(id);
+        let mut slot = slot.lock().await;
+        match slot.running.take() {
+            Some(r) => {
+                self.stop_running(id, r).await?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// One pass of the idle reaper: reads each server's player count, stops the idle.
+    async fn reap_once(&self) {
+        let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> = {
+            let s = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            s.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        };
+        for (id, slot) in slots {
+            // A world busy starting or stopping is looked at next time.
+            let Ok(mut slot) = slot.try_lock() else {
+                continue;
+            };
+            let Some(r) = slot.running.as_mut() else {
+                continue;
+            };
+            if r.child.exit_info().is_some() {
+                continue;
+            }
+            match self.status(&r.status_url).await {
+                Ok(s) => {
+                    r.players = s.players;
+                    if s.players > 0 {
+                        r.idle_since = None;
+                    } else {
+                        r.idle_since.get_or_insert_with(Instant::now);
+                    }
+                }
+                Err(e) => tracing::debug!(world = %id, error = %e, "status poll failed"),
+            }
+            if r.idle_since
+                .is_some_and(|t| t.elapsed() >= self.options.idle_timeout)
+            {
+                if let Some(r) = slot.running.take() {
+                    tracing::info!(world = %id, idle_s = self.options.idle_timeout.as_secs_f64(), "stopping idle world");
+                    if let Err(e) = self.stop_running(&id, r).await {
+                        tracing::error!(world = %id, error = %e, "stopping an idle world failed");
+                    }
+                }
+            }
+        }
+    }
+
+    /// At start: servers the store says were running belong to a fleet that is gone.
+    /// Any that still live are stopped (SIGTERM, then SIGKILL), and every segment left
+    /// open is closed from its recording.
+    async fn reconcile(&self) -> Result<(), FleetError> {
+        for row in self.store.worlds().await? {
+            if let Some(pid) = row.server_pid.and_then(|p| u32::try_from(p).ok()) {
+                if process::is_world_server(pid, &row.id) {
+                    tracing::warn!(world = %row.id, pid, "stopping a world server left by an earlier fleet");
+                    // SAFETY: kill only sends a signal to the pid checked just above.
+                    unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+                    let deadline = Instant::now() + self.options.stop_timeout;
+                    while process::pid_exists(pid) && Instant::now() < deadline {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    if process::is_world_server(pid, &row.id) {
+                        // SAFETY: as above.
+                        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                        while process::pid_exists(pid) {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    }
+                }
+            }
+            for seg in self.store.segments(&row.id).await? {
+                if seg.ended == Ended::Running {
+                    let path = self.options.data_dir.join(&seg.recording_path);
+                    let first = seg.first_tick;
+                    let end = tokio::task::spawn_blocking(move || segment_end(&path, first))
+                        .await
+                        .unwrap_or(SegmentEnd {
+                            last_tick: first,
+                            final_root: String::new(),
+                            ended: Ended::Crashed,
+                        });
+                    self.store.close_segment(&row.id, seg.seq, &end).await?;
+                }
+            }
+            if row.server_pid.is_some() {
+                self.store.set_server(&row.id, None).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a world server's `/status` says.
+#[derive(Debug, serde::Deserialize)]
+struct ServerStatus {
+    players: i64,
+    start_tick: u64,
+    recording: Option<PathBuf>,
+}
+
+/// A running fleet.
+#[derive(Debug)]
+pub struct FleetHandle {
+    local_addr: SocketAddr,
+    stop: Arc<Notify>,
+    task: tokio::task::JoinHandle<Result<(), FleetError>>,
+}
+
+impl FleetHandle {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Starts the shutdown: every world server is stopped gracefully.
+    pub fn stopper(&self) -> Arc<Notify> {
+        self.stop.clone()
+    }
+
+    pub async fn wait(self) -> Result<(), FleetError> {
+        self.task.await.map_err(|e| FleetError::Io {
+            context: "the fleet task".into(),
+            source: std::io::Error::other(e.to_string()),
+        })?
+    }
+}
+
+/// Opens the store, reconciles it with the processes that exist, binds and serves.
+pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
+    std::fs::create_dir_all(&options.data_dir)
+        .map_err(io_err(format!("creating {}", options.data_dir.display())))?;
+    let store = Store::open(options.database_url.as_deref(), &options.data_dir).await?;
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(io_err(format!("binding {}", options.listen)))?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(io_err("reading the bound address"))?;
+    let fleet = Arc::new(Fleet {
+        store,
+        url: format!("http://{local_addr}"),
+        spawner: Spawner::start().map_err(io_err("starting the spawner thread"))?,
+        http: reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .map_err(|e| FleetError::Io {
+                context: "building the HTTP client".into(),
+                source: std::io::Error::other(e.to_string()),
+            })?,
+        options,
+        slots: Mutex::new(BTreeMap::new()),
+        tokens: Mutex::new(Vec::new()),
+        generation: AtomicU64::new(0),
+    });
+    fleet.reconcile().await?;
+    let stop = Arc::new(Notify::new());
+    let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
+    let reaper = {
+        let fleet = fleet.clone();
+        let mut shutdown = shutdown_rx.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(fleet.options.poll_interval);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = every.tick() => fleet.reap_once().await,
+                    _ = shutdown.changed() => return,
+                }
+            }
+        })
+    };
+    let app = api::router(fleet.clone());
+    let stop_rx = stop.clone();
+    let task = tokio::spawn(async move {
+        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+            let _ = shutdown_rx.changed().await;
+        });
+        let server = tokio::spawn(async move { server.await });
+        stop_rx.notified().await;
+        tracing::info!("fleet stopping: stopping every world server");
+        let _ = shutdown_tx.send(true);
+        reaper.abort();
+        let ids: Vec<String> = fleet
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        for id in ids {
+            if let Err(e) = fleet.stop(&id).await {
+                tracing::error!(world = %id, error = %e, "stopping a world failed");
+            }
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
+        Ok(())
+    });
+    Ok(FleetHandle {
+        local_addr,
+        stop,
+        task,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(generation: u64, world: &str, token: &str) -> TokenEntry {
+        TokenEntry {
+            generation,
+            hash: blake3::hash(token.as_bytes()),
+            content: WorldContent {
+                world_id: world.into(),
+                config: serde_json::json!({}),
+                record_dir: PathBuf::from("/x"),
+                resume_from: None,
+            },
+        }
+    }
+
+    #[test]
+    fn a_token_reads_its_own_world_only() {
+        let entries = [entry(1, "a", "t-a"), entry(2, "b", "t-b")];
+        assert!(matches!(check_token(&entries, "a", "t-a"), TokenCheck::Granted(c) if c.world_id == "a"));
+        assert_eq!(check_token(&entries, "b", "t-a"), TokenCheck::Forbidden);
+        assert_eq!(check_token(&entries, "a", "t-c"), TokenCheck::Unauthorized);
+        assert_eq!(check_token(&entries, "a", ""), TokenCheck::Unauthorized);
+        assert_eq!(check_token(&[], "a", "t-a"), TokenCheck::Unauthorized);
+    }
+
+    #[test]
+    fn world_ids_name_folders_safely() {
+        for ok in ["a", "world-1", "z_9", &"x".repeat(64)] {
+            assert!(validate_world_id(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "A", "../x", "a/b", "a b", "é", &"x".repeat(65), "."] {
+            assert!(validate_world_id(bad).is_err(), "{bad}");
+        }
+    }
+}

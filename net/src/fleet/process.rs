@@ -1,0 +1,319 @@
+//! World server processes: spawning one with a secret on its stdin, its output lines and
+//! log tail, signals that can never hit a recycled pid, and its exit.
+//!
+//! Every child is spawned from one long-lived thread, with a parent-death signal
+//! (`PR_SET_PDEATHSIG`, SIGTERM): Linux sends it when the *thread* that forked the child
+//! ends, so forking from a tokio worker or blocking thread (which come and go) would kill
+//! children at random. With the spawner thread living as long as the fleet, a fleet that
+//! dies for any reason takes its children down cleanly (SIGTERM ends a world server with a
+//! final checkpoint), and none outlives it unnoticed.
+//!
+//! The exit watcher waits with `waitid(WNOWAIT)`: it learns of the exit without reaping,
+//! marks the child exited under the lock `signal` takes, and only then reaps. So a signal
+//! is sent only while the pid still names this child (alive or a zombie), never a new
+//! process that reused the number.
+
+use std::collections::VecDeque;
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// Lines of a child's output kept for error reports.
+pub const LOG_TAIL_LINES_MAX: usize = 40;
+
+/// What to start.
+#[derive(Debug)]
+pub struct SpawnSpec {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// Written to the child's stdin, then stdin is closed: never on the command line,
+    /// never in the environment.
+    pub stdin_secret: String,
+    /// The child's stdout and stderr are appended here.
+    pub log_path: PathBuf,
+}
+
+/// How a child ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitInfo {
+    Code(i32),
+    Signal(i32),
+}
+
+impl ExitInfo {
+    pub fn success(self) -> bool {
+        self == ExitInfo::Code(0)
+    }
+}
+
+impl std::fmt::Display for ExitInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitInfo::Code(c) => write!(f, "exit status {c}"),
+            ExitInfo::Signal(s) => write!(f, "killed by signal {s}"),
+        }
+    }
+}
+
+/// A running (or exited) child.
+#[derive(Debug)]
+pub struct ChildProc {
+    pub pid: u32,
+    /// Stdout lines, as they come (the ready line is one of them).
+    pub stdout_lines: mpsc::UnboundedReceiver<String>,
+    exit: watch::Receiver<Option<ExitInfo>>,
+    shared: Arc<ChildShared>,
+}
+
+#[derive(Debug, Default)]
+struct ChildShared {
+    /// Set (under this lock) before the child is reaped.
+    exited: Mutex<bool>,
+    tail: Mutex<VecDeque<String>>,
+    /// Output threads still reading.
+    open_streams: AtomicUsize,
+}
+
+impl ChildShared {
+    fn push_line(&self, line: String) {
+        let mut t = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+        if t.len() == LOG_TAIL_LINES_MAX {
+            t.pop_front();
+        }
+        t.push_back(line);
+    }
+}
+
+impl ChildProc {
+    /// Sends `sig` unless the child has exited; false when it had.
+    pub fn signal(&self, sig: i32) -> bool {
+        let exited = self.shared.exited.lock().unwrap_or_else(|e| e.into_inner());
+        if *exited {
+            return false;
+        }
+        // SAFETY: kill only sends a signal; the pid is this unreaped child's (see module doc).
+        unsafe { libc::kill(self.pid as libc::pid_t, sig) == 0 }
+    }
+
+    /// How it ended, if it has.
+    pub fn exit_info(&self) -> Option<ExitInfo> {
+        *self.exit.borrow()
+    }
+
+    /// A receiver that sees the exit.
+    pub fn exit_watch(&self) -> watch::Receiver<Option<ExitInfo>> {
+        self.exit.clone()
+    }
+
+    /// Waits for the exit.
+    pub async fn wait(&self) -> ExitInfo {
+        let mut rx = self.exit.clone();
+        loop {
+            if let Some(e) = *rx.borrow_and_update() {
+                return e;
+            }
+            if rx.changed().await.is_err() {
+                // The watcher thread is gone without a word: treat as killed.
+                return rx.borrow().unwrap_or(ExitInfo::Signal(libc::SIGKILL));
+            }
+        }
+    }
+
+    /// Waits (at most `limit`) until the child's output has been read to its end.
+    pub async fn drained(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self.shared.open_streams.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// The last lines the child printed (stdout and stderr, in arrival order).
+    pub fn log_tail(&self) -> Vec<String> {
+        let t = self.shared.tail.lock().unwrap_or_else(|e| e.into_inner());
+        t.iter().cloned().collect()
+    }
+}
+
+type SpawnReply = oneshot::Sender<std::io::Result<ChildProc>>;
+
+/// The one thread every child is forked from.
+#[derive(Debug, Clone)]
+pub struct Spawner {
+    requests: std_mpsc::Sender<(SpawnSpec, SpawnReply)>,
+}
+
+impl Spawner {
+    pub fn start() -> std::io::Result<Spawner> {
+        let (tx, rx) = std_mpsc::channel::<(SpawnSpec, SpawnReply)>();
+        std::thread::Builder::new()
+            .name("fleet-spawner".into())
+            .spawn(move || {
+                for (spec, reply) in rx {
+                    let _ = reply.send(spawn_now(spec));
+                }
+            })?;
+        Ok(Spawner { requests: tx })
+    }
+
+    pub async fn spawn(&self, spec: SpawnSpec) -> std::io::Result<ChildProc> {
+        let (tx, rx) = oneshot::channel();
+        self.requests
+            .send((spec, tx))
+            .map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
+        rx.await
+            .map_err(|_| std::io::Error::other("the spawner thread is gone"))?
+    }
+}
+
+fn spawn_now(spec: SpawnSpec) -> std::io::Result<ChildProc> {
+    use std::os::unix::process::CommandExt as _;
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&spec.log_path)?;
+    let log = Arc::new(Mutex::new(log));
+    let parent = std::process::id() as libc::pid_t;
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: between fork and exec only async-signal-safe calls are made (prctl, getppid).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The fleet died between fork and prctl: the signal will never come.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("the fleet exited while spawning"));
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    let pid = child.id();
+    if let Some(mut stdin) = child.stdin.take() {
+        // A child that exits at once closes the pipe; its exit is reported instead.
+        let _ = writeln!(stdin, "{}", spec.stdin_secret);
+    }
+    let shared = Arc::new(ChildShared::default());
+    shared.open_streams.store(
+        usize::from(child.stdout.is_some()) + usize::from(child.stderr.is_some()),
+        Ordering::Release,
+    );
+    let (lines_tx, lines_rx) = mpsc::unbounded_channel();
+    if let Some(out) = child.stdout.take() {
+        pump(format!("child-{pid}-out"), out, &shared, &log, Some(lines_tx))?;
+    }
+    if let Some(err) = child.stderr.take() {
+        pump(format!("child-{pid}-err"), err, &shared, &log, None)?;
+    }
+    let (exit_tx, exit_rx) = watch::channel(None);
+    {
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name(format!("child-{pid}-wait"))
+            .spawn(move || {
+                wait_exited_unreaped(pid);
+                *shared.exited.lock().unwrap_or_else(|e| e.into_inner()) = true;
+                let info = match child.wait() {
+                    Ok(status) => {
+                        use std::os::unix::process::ExitStatusExt as _;
+                        match (status.code(), status.signal()) {
+                            (Some(c), _) => ExitInfo::Code(c),
+                            (None, Some(s)) => ExitInfo::Signal(s),
+                            (None, None) => ExitInfo::Signal(0),
+                        }
+                    }
+                    Err(_) => ExitInfo::Signal(0),
+                };
+                let _ = exit_tx.send(Some(info));
+            })?;
+    }
+    Ok(ChildProc {
+        pid,
+        stdout_lines: lines_rx,
+        exit: exit_rx,
+        shared,
+    })
+}
+
+/// Reads a child's output on a thread of its own: each line to the log, the tail, and
+/// (stdout) the line channel.
+fn pump(
+    name: String,
+    stream: impl std::io::Read + Send + 'static,
+    shared: &Arc<ChildShared>,
+    log: &Arc<Mutex<std::fs::File>>,
+    lines: Option<mpsc::UnboundedSender<String>>,
+) -> std::io::Result<()> {
+    let (shared, log) = (shared.clone(), log.clone());
+    std::thread::Builder::new().name(name).spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            let _ = writeln!(log.lock().unwrap_or_else(|e| e.into_inner()), "{line}");
+            shared.push_line(line.clone());
+            if let Some(tx) = &lines {
+                let _ = tx.send(line);
+            }
+        }
+        shared.open_streams.fetch_sub(1, Ordering::Release);
+    })?;
+    Ok(())
+}
+
+/// Blocks until `pid` has exited, leaving it unreaped (a zombie).
+fn wait_exited_unreaped(pid: u32) {
+    loop {
+        // SAFETY: waitid writes only the siginfo passed.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if r == 0 {
+            return;
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+}
+
+/// Whether `pid` is a live (not zombie) `migratory-server` serving world `world_id`:
+/// what a restarted fleet checks before it signals a pid its store remembers.
+pub fn is_world_server(pid: u32, world_id: &str) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    let names_world = args
+        .windows(2)
+        .any(|w| w[0] == b"--world-id" && w[1] == world_id.as_bytes());
+    names_world && !is_zombie(pid)
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// Whether a live (not zombie) process has `pid`.
+pub fn pid_exists(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid)
+}
