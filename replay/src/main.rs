@@ -50,9 +50,12 @@ enum Command {
         #[arg(long)]
         until: Option<u32>,
     },
-    /// Replay at several shard counts and compare every tick with the recording and across runs.
+    /// Replay at several shard counts and compare every tick with the recording and across
+    /// runs. Given several recordings (a world's segments, oldest first), also check that
+    /// each resumes at the tick and from the state the one before it recorded last.
     Verify {
-        rec: PathBuf,
+        #[arg(required = true, num_args = 1.., value_name = "REC")]
+        recs: Vec<PathBuf>,
         #[arg(long, value_delimiter = ',', default_value = "1,2,4,7")]
         shards: Vec<usize>,
         /// Test only: SHARDS:TICK:ENTITY nudges one boid in the run on SHARDS shards.
@@ -276,10 +279,45 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ok(r.roots_match))
         }
         Command::Verify {
-            rec,
+            recs,
+            shards,
+            inject_fault,
+        } if recs.len() > 1 => {
+            anyhow::ensure!(inject_fault.is_none(), "--inject-fault takes one recording");
+            let r = tools::verify_chain(&recs, &shards, &mut progress())?;
+            if json {
+                print_json(&r);
+            } else {
+                for s in &r.segments {
+                    let verdict = if s.ok() { "OK" } else { "MISMATCH" };
+                    out!(
+                        "{}: {} ticks at shards {:?}: {verdict}",
+                        s.file,
+                        s.ticks,
+                        s.shard_counts
+                    );
+                    if let Some(d) = &s.divergence {
+                        print_divergence(d);
+                    }
+                }
+                for l in &r.links {
+                    match &l.problem {
+                        None => out!("link OK at tick {}: {} -> {}", l.tick, l.from, l.to),
+                        Some(p) => out!("link BROKEN at tick {}: {} -> {}: {p:?}", l.tick, l.from, l.to),
+                    }
+                }
+                if r.ok() {
+                    out!("OK: every segment verifies and each resumes where the one before ended");
+                }
+            }
+            Ok(ok(r.ok()))
+        }
+        Command::Verify {
+            recs,
             shards,
             inject_fault,
         } => {
+            let rec = recs.into_iter().next().unwrap_or_default();
             let fault = inject_fault
                 .map(|s| -> anyhow::Result<tools::Fault> {
                     let p: Vec<&str> = s.split(':').collect();

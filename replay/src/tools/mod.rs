@@ -10,11 +10,13 @@ use migratory_kernel::{TickInputs, World, WorldConfig};
 use serde::Serialize;
 use thiserror::Error;
 
+mod chain;
 mod check;
 mod inspect;
 mod make;
 mod verify;
 
+pub use chain::*;
 pub use check::*;
 pub use inspect::*;
 pub use make::*;

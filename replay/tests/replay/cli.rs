@@ -195,3 +195,81 @@ fn exit_codes_tell_divergences_from_errors() {
     );
     assert_eq!(Recording::open(&cut).unwrap().ticks_recovered(), 30);
 }
+
+/// `verify` over a world's segments: each must verify, and each must resume at the tick
+/// and from the state the one before it recorded last.
+#[test]
+fn verify_checks_a_chain_of_segments_link_by_link() {
+    let dir = TempDir::new("cli-chain");
+    let whole = dir.write(
+        "whole.mrec",
+        &synth_bytes(&synth_options(21, 150, 3, 300, 20, 50)),
+    );
+    // Same world config, other players: another state at every tick.
+    let other = dir.write(
+        "other.mrec",
+        &synth_bytes(&synth_options(21, 150, 1, 300, 20, 50)),
+    );
+    // Another world config.
+    let elsewhere = dir.write(
+        "elsewhere.mrec",
+        &synth_bytes(&synth_options(22, 150, 3, 300, 20, 50)),
+    );
+    let cut = |src: &Path, name: &str, from, to| {
+        let out = dir.path().join(name);
+        migratory_replay::tools::extract(src, from, to, &out).expect("extract");
+        out
+    };
+    let a = cut(&whole, "a.mrec", 0, 80);
+    let b = cut(&whole, "b.mrec", 80, 120);
+    let c = cut(&whole, "c.mrec", 120, 150);
+    let late = cut(&whole, "late.mrec", 90, 150);
+    let forked = cut(&other, "forked.mrec", 80, 150);
+    let foreign = cut(&elsewhere, "foreign.mrec", 80, 150);
+
+    let out = cli(&[
+        "verify",
+        path(&a),
+        path(&b),
+        path(&c),
+        "--shards",
+        "1,2",
+        "--json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let r = json(&out);
+    assert_eq!(r["segments"].as_array().map(Vec::len), Some(3));
+    let links = r["links"].as_array().expect("links");
+    assert_eq!(links.len(), 2);
+    assert_eq!(
+        (links[0]["tick"].as_u64(), links[1]["tick"].as_u64()),
+        (Some(80), Some(120))
+    );
+    assert!(links.iter().all(|l| l["problem"].is_null()), "{r}");
+
+    for (next, problem) in [
+        (&late, "tick_gap"),
+        (&forked, "root_differs"),
+        (&foreign, "config_differs"),
+    ] {
+        let out = cli(&["verify", path(&a), path(next), "--shards", "1", "--json"]);
+        assert_eq!(out.status.code(), Some(1), "{problem}");
+        let r = json(&out);
+        assert_eq!(r["links"][0]["problem"]["problem"], problem, "{r}");
+        // Each segment still verifies on its own: only the link is broken.
+        assert!(r["segments"]
+            .as_array()
+            .expect("segments")
+            .iter()
+            .all(|s| s["divergence"].is_null()));
+    }
+    // A chain of one is plain `verify`.
+    let out = cli(&["verify", path(&a), "--shards", "1", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(json(&out).get("links").is_none());
+}
