@@ -89,6 +89,7 @@ pub struct ServerSection {
     pub input_limits: InputLimitsSection,
     pub terrain_wire: TerrainWireConfig,
     pub client_backpressure: BackpressureSection,
+    pub agones: AgonesSection,
 }
 
 impl Default for ServerSection {
@@ -111,6 +112,30 @@ impl Default for ServerSection {
             input_limits: InputLimitsSection::default(),
             terrain_wire: TerrainWireConfig::default(),
             client_backpressure: BackpressureSection::default(),
+            agones: AgonesSection::default(),
+        }
+    }
+}
+
+/// `[server.agones]`: used only when the server runs under Agones (the environment has
+/// `AGONES_SDK_HTTP_PORT`, which the Agones sidecar sets).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgonesSection {
+    /// A `Health` call every this many seconds (within the GameServer's health period).
+    pub health_period_seconds: f64,
+    /// With no players for this long, the server calls `Shutdown` and stops (0: never).
+    pub idle_shutdown_seconds: f64,
+    /// How long calls are retried while the sidecar starts (`Ready` waits this long at most).
+    pub sdk_retry_seconds: f64,
+}
+
+impl Default for AgonesSection {
+    fn default() -> Self {
+        AgonesSection {
+            health_period_seconds: 2.0,
+            idle_shutdown_seconds: 300.0,
+            sdk_retry_seconds: 60.0,
         }
     }
 }
@@ -371,6 +396,12 @@ impl ServerConfig {
             "server.client_backpressure.terrain_enqueue_timeout_seconds",
             b.terrain_enqueue_timeout_seconds,
         )?;
+        let a = &s.agones;
+        seconds("server.agones.health_period_seconds", a.health_period_seconds)?;
+        if a.idle_shutdown_seconds != 0.0 {
+            seconds("server.agones.idle_shutdown_seconds", a.idle_shutdown_seconds)?;
+        }
+        seconds("server.agones.sdk_retry_seconds", a.sdk_retry_seconds)?;
         s.terrain_wire
             .validate()
             .map_err(|TerrainConfigError { key, reason }| {

@@ -194,6 +194,15 @@ fn init_logging(debug: bool) {
 }
 
 fn serve(config: ServerConfig, args: &ServeArgs) -> anyhow::Result<()> {
+    // Under Agones (its sidecar sets the port), the server speaks its SDK.
+    let agones = migratory_net::server::agones::sdk_port_from_env()
+        .map_err(|e| {
+            ServerError::Config(migratory_net::config::ConfigError::Invalid {
+                key: migratory_net::server::agones::SDK_PORT_ENV.to_string(),
+                reason: e.to_string(),
+            })
+        })?
+        .map(|port| (port, config.server.agones.clone()));
     raise_open_file_limit(config.server.connections_max);
     let debug = debug_enabled();
     init_logging(debug);
@@ -213,6 +222,10 @@ fn serve(config: ServerConfig, args: &ServeArgs) -> anyhow::Result<()> {
         if let Some(p) = handle.recording_path() {
             say(&format!("recording to {}", p.display()));
         }
+        let sdk_task = match &agones {
+            Some((port, settings)) => Some(migratory_net::server::agones::spawn(&handle, *port, settings)?),
+            None => None,
+        };
         let stopper = handle.stopper();
         let wait = handle.wait();
         tokio::pin!(wait);
@@ -225,6 +238,9 @@ fn serve(config: ServerConfig, args: &ServeArgs) -> anyhow::Result<()> {
                 wait.await?
             }
         };
+        if let Some(t) = sdk_task {
+            t.abort();
+        }
         if let Some(e) = &report.tick.recording_error {
             anyhow::bail!("the recording failed: {e}");
         }

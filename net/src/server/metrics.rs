@@ -205,6 +205,8 @@ pub struct Metrics {
 
     /// Clients the kernel has joined.
     pub clients: AtomicI64,
+    /// Their ids (Agones player tracking reads them); changed only on joins and leaves.
+    pub joined_clients: std::sync::Mutex<std::collections::BTreeSet<u32>>,
     /// Connection tasks alive (the leak check: back to 0 when everyone has gone).
     pub connections: AtomicI64,
     /// TCP connections in their HTTP phase (before an upgrade, or serving GETs).

@@ -6,6 +6,7 @@
 //! recording's end record.
 
 mod accept;
+pub mod agones;
 mod connection;
 pub mod metrics;
 pub mod resume;

@@ -441,6 +441,11 @@ impl TickLoop {
                             JoinState::Joined => {
                                 inputs.push(Input::Leave { client });
                                 self.metrics.clients.fetch_sub(1, Relaxed);
+                                self.metrics
+                                    .joined_clients
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .remove(&client);
                             }
                             // Joined and gone within one tick: the join never happens.
                             JoinState::Joining => inputs
@@ -528,6 +533,10 @@ impl TickLoop {
             };
             c.state = JoinState::Joined;
             m.clients.fetch_add(1, Relaxed);
+            m.joined_clients
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(j.client);
             let w = Welcome {
                 protocol_version: protocol::PROTOCOL_VERSION,
                 client_id: j.client,

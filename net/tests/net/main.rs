@@ -7,10 +7,12 @@
 //! - `backpressure`: a client that stops reading is evicted without slowing anyone.
 //! - `process`: the binaries: config errors, SIGTERM, SIGKILL, connect churn, bots, soak.
 //! - `abuse`: half-open sockets, storms and garbage at once, and the connection caps.
+//! - `agones`: the Agones SDK call sequence against a recording stand-in sidecar.
 //! - `fleet`: `migratory-fleet` with real world server processes, on SQLite and on a
 //!   throwaway PostgreSQL cluster: joins, races, tokens, failures, reaping, crash resume.
 
 mod abuse;
+mod agones;
 mod backpressure;
 mod bad_input;
 mod common;
