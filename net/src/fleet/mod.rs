@@ -606,17 +606,25 @@ impl Fleet {
             s.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
         };
         for (id, slot) in slots {
-            // A world busy starting or stopping is looked at next time.
+            // A world busy starting or stopping is looked at next time. The lock is not
+            // held while its server answers, so a `show` meanwhile does not see it busy.
+            let (status_url, generation) = {
+                let Ok(slot) = slot.try_lock() else {
+                    continue;
+                };
+                match &slot.running {
+                    Some(r) if r.child.exit_info().is_none() => (r.status_url.clone(), r.generation),
+                    _ => continue,
+                }
+            };
+            let status = self.status(&status_url).await;
             let Ok(mut slot) = slot.try_lock() else {
                 continue;
             };
-            let Some(r) = slot.running.as_mut() else {
+            let Some(r) = slot.running.as_mut().filter(|r| r.generation == generation) else {
                 continue;
             };
-            if r.child.exit_info().is_some() {
-                continue;
-            }
-            match self.status(&r.status_url).await {
+            match status {
                 Ok(s) => {
                     r.players = s.players;
                     if s.players > 0 {
@@ -781,11 +789,16 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
             .keys()
             .cloned()
             .collect();
-        for id in ids {
-            if let Err(e) = fleet.stop(&id).await {
-                tracing::error!(world = %id, error = %e, "stopping a world failed");
+        // All at once: each waits for its own server's final checkpoint.
+        let stops = ids.iter().map(|id| {
+            let fleet = fleet.clone();
+            async move {
+                if let Err(e) = fleet.stop(id).await {
+                    tracing::error!(world = %id, error = %e, "stopping a world failed");
+                }
             }
-        }
+        });
+        futures_util::future::join_all(stops).await;
         let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
         Ok(())
     });

@@ -421,7 +421,7 @@ pub fn a_killed_fleet_takes_its_servers_down_and_a_new_one_resumes(backend: Back
     });
     // A new fleet on the same store finds the world stopped, its segment closed, and
     // resumes it on the next join.
-    let fleet = env.fleet(POLL);
+    let mut fleet = env.fleet(POLL);
     rt.block_on(async {
         let shown = fleet.show(&w).await;
         assert_eq!(shown["server"]["state"], "stopped", "{shown}");
@@ -431,5 +431,22 @@ pub fn a_killed_fleet_takes_its_servers_down_and_a_new_one_resumes(backend: Back
         assert_eq!(s, 200, "{j}");
         assert_eq!(j["resumed_from_seq"], 1);
         assert_eq!(j["start_tick"], seg["last_tick"]);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    });
+    // Killed again, and a new fleet started at once, while the old server may still be
+    // shutting down: the new one stops it if it lives, closes its segment, and never
+    // runs two servers for the world.
+    fleet.kill9();
+    let fleet = env.fleet(POLL);
+    rt.block_on(async {
+        assert!(world_server_pids(&w).is_empty(), "a server outlived the restart");
+        let shown = fleet.show(&w).await;
+        let segs = segments(&shown);
+        assert_eq!(segs.len(), 2, "{shown}");
+        assert_eq!(segs[1]["ended"], "stopped", "{shown}");
+        let (s, j) = fleet.join(&w).await;
+        assert_eq!(s, 200, "{j}");
+        assert_eq!(j["resumed_from_seq"], 2);
+        assert_eq!(world_server_pids(&w).len(), 1);
     });
 }
