@@ -313,9 +313,11 @@ impl Fleet {
     /// Ensures the world's server runs and is ready.
     async fn join(self: &Arc<Self>, id: &str) -> Result<JoinAnswer, FleetError> {
         let t0 = Instant::now();
-        let row = self.world_row(id).await?;
+        validate_world_id(id)?;
         let slot = self.slot(id);
         let mut slot = slot.lock().await;
+        // Read under the lock: a delete that held it before us has removed the world.
+        let row = self.world_row(id).await?;
         if let Some(r) = &slot.running {
             if r.child.exit_info().is_none() {
                 let start_tick = self
@@ -379,8 +381,16 @@ impl Fleet {
         let files = WorldFiles::new(&self.options.data_dir, id);
         std::fs::create_dir_all(files.segments_dir())
             .map_err(io_err(format!("creating {}", files.segments_dir().display())))?;
+        // A segment still marked running has no server (this world's lock is held and none
+        // runs): close it from its recording first, so the resume starts from its end.
+        for seg in self.store.segments(id).await? {
+            if seg.ended == Ended::Running {
+                self.close_from_recording(id, seg.seq, &seg.recording_path, seg.first_tick)
+                    .await?;
+            }
+        }
         let segments = self.store.segments(id).await?;
-        let resume = segments.last().filter(|s| s.last_tick.is_some());
+        let resume = segments.iter().rev().find(|s| s.last_tick.is_some());
         let resume_from = resume.map(|s| self.options.data_dir.join(&s.recording_path));
         let resumed_from_seq = resume.map(|s| s.seq);
         let config: serde_json::Value =
@@ -410,47 +420,24 @@ impl Fleet {
                 return Err(e);
             }
         };
-        let unavailable = |reason: String, child: &ChildProc| FleetError::Unavailable {
-            world: id.to_string(),
-            reason,
-            log_tail: child.log_tail(),
-        };
-        let status_url = ws_url
-            .strip_prefix("ws://")
-            .and_then(|rest| rest.split('/').next())
-            .map(|host| format!("http://{host}/status"));
-        let Some(status_url) = status_url else {
-            child.signal(libc::SIGKILL);
-            child.wait().await;
-            self.drop_token(generation);
-            return Err(unavailable(format!("unexpected ready line `{ws_url}`"), &child));
-        };
-        let status = match self.status(&status_url).await {
-            Ok(s) => s,
+        let registered = self.register(id, &child, &ws_url, resumed_from_seq).await;
+        let (status_url, segment_seq, start_tick) = match registered {
+            Ok(r) => r,
             Err(e) => {
+                // A server the fleet cannot account for must not keep running.
                 child.signal(libc::SIGKILL);
                 child.wait().await;
                 self.drop_token(generation);
-                return Err(unavailable(format!("its /status did not answer: {e}"), &child));
+                return Err(match e {
+                    FleetError::Unavailable { world, reason, .. } => FleetError::Unavailable {
+                        world,
+                        reason,
+                        log_tail: child.log_tail(),
+                    },
+                    e => e,
+                });
             }
         };
-        let start_tick = status.start_tick;
-        let segment_seq = match &status.recording {
-            Some(path) => {
-                let rel = path
-                    .strip_prefix(&self.options.data_dir)
-                    .unwrap_or(path)
-                    .display()
-                    .to_string();
-                Some(
-                    self.store
-                        .open_segment(id, &rel, start_tick as u32, resumed_from_seq)
-                        .await?,
-                )
-            }
-            None => None,
-        };
-        self.store.set_server(id, Some((child.pid, &ws_url))).await?;
         tracing::info!(world = %id, pid = child.pid, %ws_url, start_tick, resumed_from_seq, "world server ready");
         Ok((
             Running {
@@ -465,6 +452,48 @@ impl Fleet {
             start_tick,
             resumed_from_seq,
         ))
+    }
+
+    /// Once a server is ready: reads its `/status`, opens its segment and records it in
+    /// the store. Returns its status URL, its segment and its start tick.
+    async fn register(
+        &self,
+        id: &str,
+        child: &ChildProc,
+        ws_url: &str,
+        resumed_from_seq: Option<i64>,
+    ) -> Result<(String, Option<i64>, u64), FleetError> {
+        let unavailable = |reason: String| FleetError::Unavailable {
+            world: id.to_string(),
+            reason,
+            log_tail: Vec::new(),
+        };
+        let status_url = ws_url
+            .strip_prefix("ws://")
+            .and_then(|rest| rest.split('/').next())
+            .map(|host| format!("http://{host}/status"))
+            .ok_or_else(|| unavailable(format!("unexpected ready line `{ws_url}`")))?;
+        let status = self
+            .status(&status_url)
+            .await
+            .map_err(|e| unavailable(format!("its /status did not answer: {e}")))?;
+        let segment_seq = match &status.recording {
+            Some(path) => {
+                let rel = path
+                    .strip_prefix(&self.options.data_dir)
+                    .unwrap_or(path)
+                    .display()
+                    .to_string();
+                Some(
+                    self.store
+                        .open_segment(id, &rel, status.start_tick as u32, resumed_from_seq)
+                        .await?,
+                )
+            }
+            None => None,
+        };
+        self.store.set_server(id, Some((child.pid, ws_url))).await?;
+        Ok((status_url, segment_seq, status.start_tick))
     }
 
     /// Spawns the child and waits for its ready line; kills it if it is late.
@@ -553,24 +582,38 @@ impl Fleet {
         if let Some(seq) = running.segment_seq {
             let segments = self.store.segments(id).await?;
             if let Some(seg) = segments.iter().find(|s| s.seq == seq) {
-                let path = self.options.data_dir.join(&seg.recording_path);
-                let first = seg.first_tick;
-                let mut end = tokio::task::spawn_blocking(move || segment_end(&path, first))
-                    .await
-                    .map_err(|e| FleetError::Io {
-                        context: "reading a segment".into(),
-                        source: std::io::Error::other(e.to_string()),
-                    })?;
+                let mut end = self
+                    .close_from_recording(id, seq, &seg.recording_path, seg.first_tick)
+                    .await?;
                 if !info.success() && end.ended == Ended::Stopped {
                     // Ended cleanly on disk, but the process failed after: still a crash.
                     end.ended = Ended::Crashed;
+                    self.store.close_segment(id, seq, &end).await?;
                 }
-                self.store.close_segment(id, seq, &end).await?;
                 tracing::info!(world = %id, seq, last_tick = end.last_tick, ended = ?end.ended, exit = %info, "segment closed");
             }
         }
         self.store.set_server(id, None).await?;
         Ok(())
+    }
+
+    /// Closes a segment with what its recording says (its server has exited).
+    async fn close_from_recording(
+        &self,
+        id: &str,
+        seq: i64,
+        recording_path: &str,
+        first_tick: i64,
+    ) -> Result<SegmentEnd, FleetError> {
+        let path = self.options.data_dir.join(recording_path);
+        let end = tokio::task::spawn_blocking(move || segment_end(&path, first_tick))
+            .await
+            .map_err(|e| FleetError::Io {
+                context: "reading a segment".into(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+        self.store.close_segment(id, seq, &end).await?;
+        Ok(end)
     }
 
     /// Stops the world's server gracefully (SIGTERM), killing it if it is late.
@@ -673,16 +716,8 @@ impl Fleet {
             }
             for seg in self.store.segments(&row.id).await? {
                 if seg.ended == Ended::Running {
-                    let path = self.options.data_dir.join(&seg.recording_path);
-                    let first = seg.first_tick;
-                    let end = tokio::task::spawn_blocking(move || segment_end(&path, first))
-                        .await
-                        .unwrap_or(SegmentEnd {
-                            last_tick: first,
-                            final_root: String::new(),
-                            ended: Ended::Crashed,
-                        });
-                    self.store.close_segment(&row.id, seg.seq, &end).await?;
+                    self.close_from_recording(&row.id, seg.seq, &seg.recording_path, seg.first_tick)
+                        .await?;
                 }
             }
             if row.server_pid.is_some() {
