@@ -13,15 +13,16 @@ pub const DECODER_RING_LEN: usize = 32;
 
 /// One decoded view and, for each of its entries, the tick of the snapshot that last sent
 /// the entry's values (older than the view's tick when they were carried over).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Slot {
     tick: u32,
     view: Vec<ViewEntry>,
     sent_ticks: Vec<u32>,
 }
 
-/// Decodes snapshots against the views it decoded before.
-#[derive(Debug)]
+/// Decodes snapshots against the views it decoded before. A clone is an independent
+/// decoder holding the same views (a test tries a snapshot on one without touching the other).
+#[derive(Clone, Debug)]
 pub struct ClientDecoder {
     /// Decoded views in no particular order, at most `DECODER_RING_LEN`.
     slots: Vec<Slot>,

@@ -8,6 +8,7 @@
 //! - `process`: the binaries: config errors, SIGTERM, SIGKILL, connect churn, bots, soak.
 //! - `abuse`: half-open sockets, storms and garbage at once, and the connection caps.
 //! - `agones`: the Agones SDK call sequence against a recording stand-in sidecar.
+//! - `viewer`: the viewer's JavaScript decoders against the Rust ones (generated vectors, node).
 //! - `fleet`: `migratory-fleet` with real world server processes, on SQLite and on a
 //!   throwaway PostgreSQL cluster: joins, races, tokens, failures, reaping, crash resume.
 
@@ -19,3 +20,4 @@ mod common;
 mod fleet;
 mod process;
 mod session;
+mod viewer;
