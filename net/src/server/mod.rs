@@ -1,5 +1,6 @@
 //! Starting and stopping the server: the world, the terrain messages, the recording, the
-//! tick thread, and one port serving `/ws` (WebSocket), `/healthz` and `/metrics`.
+//! tick thread, and one port serving `/ws` (WebSocket), `/healthz`, `/metrics`, `/status`
+//! and the browser viewer at `/`.
 //!
 //! Shutdown runs in the order the issue asks for: stop accepting, close every client with
 //! 1001 (bounded by `shutdown_timeout_seconds`), then stop the tick thread, which writes the
@@ -11,6 +12,7 @@ mod connection;
 pub mod metrics;
 pub mod resume;
 mod tick;
+mod viewer;
 mod watchdog;
 
 use std::fs::{File, OpenOptions};
@@ -102,6 +104,8 @@ struct AppState {
     ws_config: WebSocketConfig,
     /// What `/status` reports besides the live counters.
     status: StatusBase,
+    /// `/viewer/terrain`, made once.
+    viewer_terrain: Bytes,
 }
 
 /// The fixed part of `/status`.
@@ -212,6 +216,12 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     };
     let start_tick = world.tick();
     let terrain = terrain_wire::encode(world.terrain(), &s.terrain_wire)?;
+    let viewer_terrain = Bytes::from(viewer::terrain_image(
+        world.terrain(),
+        world_config.world_size_mm,
+        world_config.water_level_mm,
+        &terrain.descriptor.content_hash,
+    ));
     let descriptor = terrain.descriptor.clone();
     let terrain_messages: Arc<Vec<Bytes>> = Arc::new(terrain.messages.into_iter().map(Bytes::from).collect());
 
@@ -317,12 +327,16 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
             recording: recording_path.clone(),
             resumed_from: options.resume_from.clone(),
         },
+        viewer_terrain,
     });
     let app = Router::new()
         .route(WS_PATH, get(ws_upgrade))
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics_page))
         .route("/status", get(status_page))
+        .route("/", get(viewer::index))
+        .route("/viewer/terrain", get(viewer::terrain))
+        .route("/viewer/{file}", get(viewer::asset))
         .with_state(ctx.clone());
     let limits = accept::AcceptLimits {
         connections_max: s.connections_max as usize,

@@ -1,0 +1,61 @@
+// The live viewer in a real browser: Debian's Chromium driven by playwright-core.
+// Run by net/tests/net/viewer.rs as `node browser.mjs URL OUT_DIR`; it prints
+// `close-now` when it wants the server stopped, and exits 0 when every check passed.
+import { chromium } from "playwright-core";
+import { mkdirSync } from "node:fs";
+import { createInterface } from "node:readline";
+
+const [url, out] = process.argv.slice(2);
+mkdirSync(out, { recursive: true });
+const fail = (msg) => { console.error(`FAIL: ${msg}`); process.exit(1); };
+const check = (ok, msg) => { if (!ok) fail(msg); console.log(`ok: ${msg}`); };
+
+const browser = await chromium.launch({
+  executablePath: "/usr/bin/chromium",
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+try {
+  const page = await browser.newPage({ viewport: { width: 1000, height: 700 } });
+  const errors = [];
+  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  page.on("pageerror", (e) => errors.push(String(e)));
+  await page.goto(url);
+  await page.waitForFunction(() => window.migratory?.drawn.terrain === true, null, { timeout: 10000 });
+  check(true, "the terrain is drawn before joining");
+  await page.screenshot({ path: `${out}/1-before-join.png` });
+
+  await page.fill("#name", "browser");
+  await page.click("#play");
+  await page.waitForFunction(() => window.migratory.connection === "playing", null, { timeout: 10000 });
+  await page.waitForFunction(() => window.migratory.drawn.entities >= 20 && window.migratory.own, null, { timeout: 10000 });
+  const seen = await page.evaluate(() => ({ ...window.migratory.drawn, inView: window.migratory.latest.view.length }));
+  check(seen.entities >= 20 && seen.avatars >= 1, `entities drawn while playing (${JSON.stringify(seen)})`);
+  await page.screenshot({ path: `${out}/2-playing.png` });
+
+  // Steering: hold D (east) and the own avatar moves east.
+  const x0 = await page.evaluate(() => window.migratory.own.x_mm);
+  await page.keyboard.down("KeyD");
+  await page.waitForTimeout(1500);
+  await page.keyboard.up("KeyD");
+  const x1 = await page.evaluate(() => window.migratory.own.x_mm);
+  check(x1 - x0 > 2000, `steering east moves the avatar (${Math.round(x0)} -> ${Math.round(x1)} mm)`);
+  const hud = await page.evaluate(() => ({
+    tick: document.getElementById("tick").textContent,
+    rate: document.getElementById("rate").textContent,
+    rtt: document.getElementById("rtt").textContent,
+  }));
+  check(Number(hud.tick) > 0 && hud.rate !== "0/s" && hud.rtt.endsWith("ms"), `the HUD shows tick, rate and RTT (${JSON.stringify(hud)})`);
+  await page.screenshot({ path: `${out}/3-steered.png` });
+
+  // A close by the server is shown with its reason, in words.
+  console.log("close-now");
+  await page.waitForFunction(() => window.migratory.connection.startsWith("closed"), null, { timeout: 15000 });
+  const state = await page.evaluate(() => document.getElementById("state").textContent);
+  check(state.includes("1001") && /shut/i.test(state), `the close is shown with its reason (${state})`);
+  await page.screenshot({ path: `${out}/4-closed.png` });
+  check(errors.length === 0, `no console errors (${errors.join(" | ")})`);
+} finally {
+  await browser.close();
+}
