@@ -308,16 +308,32 @@ addEventListener("keydown", (e) => {
 });
 addEventListener("keyup", (e) => keys.delete(e.code));
 let downAt = null;
+let panFrom = null; // right or middle button: the camera is dragged, and stops following
+canvas.addEventListener("contextmenu", (e) => e.preventDefault());
 canvas.addEventListener("pointerdown", (e) => {
+  if (e.button === 1 || e.button === 2) {
+    panFrom = { x: e.clientX, y: e.clientY };
+    state.camera.follow = false;
+    return;
+  }
   pointer = { x: e.clientX, y: e.clientY };
   downAt = { x: e.clientX, y: e.clientY, t: performance.now() };
 });
-canvas.addEventListener("pointermove", (e) => { if (pointer) pointer = { x: e.clientX, y: e.clientY }; });
+canvas.addEventListener("pointermove", (e) => {
+  if (panFrom) {
+    state.camera.x_mm -= (e.clientX - panFrom.x) * state.camera.mmPerPx;
+    state.camera.y_mm -= (e.clientY - panFrom.y) * state.camera.mmPerPx;
+    panFrom = { x: e.clientX, y: e.clientY };
+  } else if (pointer) {
+    pointer = { x: e.clientX, y: e.clientY };
+  }
+});
 addEventListener("pointerup", (e) => {
   // A short tap or click without moving casts.
   if (downAt && performance.now() - downAt.t < 250 && Math.hypot(e.clientX - downAt.x, e.clientY - downAt.y) < 6) castRequested = true;
   pointer = null;
   downAt = null;
+  panFrom = null;
 });
 canvas.addEventListener("wheel", (e) => {
   e.preventDefault();

@@ -404,9 +404,22 @@ async fn healthz_and_metrics_share_the_port() {
         "{reason=\"rate_limited\"}"
     )
     .is_some());
-    // `/` stays free for a browser viewer.
-    let (status, _) = http_get(&addr, "/").await.expect("GET /");
-    assert_eq!(status, 404);
+    // `/` is the browser viewer, its files under /viewer/.
+    let (status, body) = http_get(&addr, "/").await.expect("GET /");
+    assert_eq!(status, 200);
+    assert!(body.contains("<title>Migratory</title>") && body.contains("/viewer/main.js"));
+    for (path, want) in [
+        ("/viewer/main.js", 200),
+        ("/viewer/snapshot.js", 200),
+        ("/viewer/nope.js", 404),
+    ] {
+        assert_eq!(http_get(&addr, path).await.expect("GET").0, want, "{path}");
+    }
+    let (status, body) = http_get(&addr, "/viewer/terrain")
+        .await
+        .expect("GET /viewer/terrain");
+    assert_eq!(status, 200);
+    assert!(body.starts_with("MGVT"));
     // A plain GET of /ws is not an upgrade.
     let (status, _) = http_get(&addr, "/ws").await.expect("GET /ws");
     assert_eq!(status, 400);
@@ -565,4 +578,30 @@ async fn pong_never_names_a_tick_older_than_a_received_snapshot() {
     }
     assert!(pongs >= 20, "only {pongs} PONGs in 3 s");
     server.shutdown().await.expect("clean stop");
+}
+
+/// Bots that reconnect name the terrain they already have: every reconnect is served
+/// from the cache (no terrain bytes), and the first sessions did get the terrain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnecting_bots_use_the_terrain_cache() {
+    let server = common::start(common::small_config()).await;
+    let options = migratory_net::client::bots::BotOptions {
+        url: server.ws_url(),
+        clients: 3,
+        duration: Duration::from_millis(3500),
+        connect_spread: Duration::from_millis(100),
+        session: Some(Duration::from_secs(1)),
+        ..Default::default()
+    };
+    let report = migratory_net::client::bots::run(&options).await;
+    assert_eq!(report.joined, 3, "{report:?}");
+    assert!(report.reconnects >= 6, "{report:?}");
+    assert!(report.terrain_bytes > 0, "{report:?}");
+    assert_eq!(report.reconnect_terrain_bytes, 0, "{report:?}");
+    assert_eq!(
+        (report.decode_errors, report.connect_failures),
+        (0, 0),
+        "{report:?}"
+    );
+    server.shutdown().await.expect("shutdown");
 }

@@ -49,6 +49,15 @@ try {
   check(Number(hud.tick) > 0 && hud.rate !== "0/s" && hud.rtt.endsWith("ms"), `the HUD shows tick, rate and RTT (${JSON.stringify(hud)})`);
   await page.screenshot({ path: `${out}/3-steered.png` });
 
+  // A right-button drag pans the camera off the avatar.
+  const cam0 = await page.evaluate(() => ({ ...window.migratory.camera }));
+  await page.mouse.move(500, 350);
+  await page.mouse.down({ button: "right" });
+  await page.mouse.move(300, 350, { steps: 5 });
+  await page.mouse.up({ button: "right" });
+  const cam1 = await page.evaluate(() => ({ ...window.migratory.camera }));
+  check(!cam1.follow && cam1.x_mm - cam0.x_mm > 100 * cam0.mmPerPx, `a right-button drag pans (${Math.round(cam0.x_mm)} -> ${Math.round(cam1.x_mm)} mm)`);
+
   // A close by the server is shown with its reason, in words.
   console.log("close-now");
   await page.waitForFunction(() => window.migratory.connection.startsWith("closed"), null, { timeout: 15000 });
