@@ -41,6 +41,10 @@ struct Args {
     /// Percent of the bots that stop reading once they have joined (to be evicted).
     #[arg(long, global = true, default_value_t = 0)]
     stall_percent: u32,
+    /// Each bot leaves after this many seconds and reconnects at once, naming its cached
+    /// terrain in HELLO (the report counts reconnects and the terrain bytes they got).
+    #[arg(long, global = true)]
+    session_seconds: Option<f64>,
     /// Percent of the bots that stay in the town.
     #[arg(long, global = true, default_value_t = 25)]
     town_percent: u32,
@@ -106,6 +110,13 @@ fn main() -> anyhow::Result<()> {
             ..BotMix::default()
         },
         stall_percent: args.stall_percent,
+        session: args
+            .session_seconds
+            .map(|s| {
+                anyhow::ensure!(s > 0.0, "--session-seconds must be above 0, is {s}");
+                seconds("session-seconds", s)
+            })
+            .transpose()?,
     };
     if args.town_percent + args.field_percent > 100 || args.stall_percent > 100 {
         anyhow::bail!("--town-percent plus --field-percent, and --stall-percent, must be at most 100");

@@ -39,6 +39,10 @@ pub struct BotOptions {
     pub mix: BotMix,
     /// Percent of the bots that stop reading once joined (they should be evicted).
     pub stall_percent: u32,
+    /// A bot leaves after this long and reconnects at once, as a player whose connection
+    /// dropped would; it names the terrain it already has in HELLO, so no terrain is sent
+    /// again (None: one session for the whole run).
+    pub session: Option<Duration>,
 }
 
 impl Default for BotOptions {
@@ -54,6 +58,7 @@ impl Default for BotOptions {
             hello: true,
             mix: BotMix::default(),
             stall_percent: 0,
+            session: None,
         }
     }
 }
@@ -90,6 +95,9 @@ pub(crate) struct BotStats {
     close_code: Option<u16>,
     /// From WELCOME to the end.
     joined_seconds: f64,
+    /// Sessions after the first, and the terrain bytes they were sent (0 with the cache).
+    reconnects: u64,
+    reconnect_terrain_bytes: u64,
 }
 
 /// The whole run's figures (printed as one JSON object by `migratory-bots`).
@@ -121,6 +129,10 @@ pub struct BotReport {
     pub rtt_p99_ms: f64,
     /// Snapshots the bots expected (by tick spacing) but never got: dropped by the server.
     pub drops: u64,
+    /// Reconnects (`--session-seconds`), and the terrain bytes those sessions were sent:
+    /// 0 when the server honoured the cached terrain named in HELLO.
+    pub reconnects: u64,
+    pub reconnect_terrain_bytes: u64,
     pub seconds: f64,
 }
 
@@ -180,6 +192,8 @@ pub(crate) fn summarise(clients: u32, stats: &[BotStats], seconds: f64) -> BotRe
         r.terrain_bytes += s.terrain_bytes;
         r.drops += s.missed_snapshots;
         r.decode_errors += s.decode_errors;
+        r.reconnects += s.reconnects;
+        r.reconnect_terrain_bytes += s.reconnect_terrain_bytes;
         if let Some(role) = s.role {
             let name = format!("{role:?}").to_lowercase();
             *r.roles.entry(name).or_insert(0) += 1;
@@ -233,116 +247,141 @@ async fn bot(
         ..BotStats::default()
     };
     tokio::time::sleep_until(connect_at).await;
-    let connect = connect(&options.url, stats.stalled);
-    let mut ws = match tokio::time::timeout(Duration::from_secs(10), connect).await {
-        Ok(Ok(ws)) => ws,
-        _ => {
-            stats.connect_failed = true;
-            live.gone.store(true, Relaxed);
-            return stats;
-        }
-    };
     let name = format!("bot{index}");
-    let hello = Message::Binary(protocol::encode_hello(PROTOCOL_VERSION, &name, None).into());
-    if options.hello && ws.send(hello).await.is_err() {
-        stats.connect_failed = true;
-        live.gone.store(true, Relaxed);
-        return stats;
-    }
-    let mut ping = tokio::time::interval(options.ping_interval);
-    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut joined_at = None;
-    let mut interval_ticks = 1u32;
-    let mut last_tick: Option<u32> = None;
-    let mut decoder = ClientDecoder::new();
-    let mut brain: Option<Brain> = None;
-    let mut avatar_id = u32::MAX;
-    let mut position = (0i32, 0i32);
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep_until(end) => break,
-            // A stalled bot stops reading once it has joined and taken the terrain.
-            msg = ws.next(), if !(stats.stalled && last_tick.is_some()) => {
-                let data = match msg {
-                    Some(Ok(Message::Binary(b))) => b,
-                    Some(Ok(Message::Close(f))) => {
-                        stats.close_code = Some(f.map_or(1005, |f| u16::from(f.code)));
-                        break;
-                    }
-                    Some(Ok(_)) => continue,
-                    Some(Err(_)) | None => break,
-                };
-                match protocol::decode_server(&data) {
-                    Ok(ServerMessage::Welcome(w)) => {
-                        stats.joined = true;
-                        live.joined.store(true, Relaxed);
-                        joined_at = Some(Instant::now());
-                        interval_ticks = u32::from(w.snapshot_interval_ticks).max(1);
-                        avatar_id = w.avatar_id;
-                        brain = Some(Brain::new(index, options.seed, options.mix, w.world_size_mm, &w.world));
-                    }
-                    Ok(ServerMessage::Snapshot { tick, snapshot }) => {
-                        stats.snapshots += 1;
-                        stats.snapshot_bytes += data.len() as u64;
-                        live.snapshots.fetch_add(1, Relaxed);
-                        live.snapshot_bytes.fetch_add(data.len() as u64, Relaxed);
-                        if let Some(last) = last_tick {
-                            let gap = tick.wrapping_sub(last);
-                            if gap > interval_ticks {
-                                let missed = u64::from(gap / interval_ticks - 1);
-                                stats.missed_snapshots += missed;
-                                live.missed_snapshots.fetch_add(missed, Relaxed);
-                            }
-                        }
-                        last_tick = Some(tick);
-                        match decoder.decode(snapshot) {
-                            Ok((_, view)) => {
-                                if let Some(me) = view.iter().find(|e| e.id == avatar_id) {
-                                    position = (i32::from(me.qx) * 64 + 32, i32::from(me.qy) * 64 + 32);
-                                }
-                            }
-                            Err(_) => {
-                                stats.decode_errors += 1;
-                                live.decode_errors.fetch_add(1, Relaxed);
-                                continue;
-                            }
-                        }
-                        let now_ms = start.elapsed().as_millis() as u64;
-                        let Some(brain) = brain.as_mut() else { continue };
-                        let input = protocol::encode_input(&brain.steer(position, now_ms));
-                        if ws.send(Message::Binary(input.into())).await.is_err()
-                            || ws.send(Message::Binary(protocol::encode_ack(tick).into())).await.is_err()
-                        {
-                            break;
-                        }
-                    }
-                    Ok(ServerMessage::Pong { nonce, .. }) => {
-                        let now_us = start.elapsed().as_micros() as u64;
-                        let rtt = now_us.saturating_sub(nonce);
-                        stats.rtts_us.push(rtt);
-                        if let Ok(mut s) = sink.lock() {
-                            s.push(rtt.min(u64::from(u32::MAX)) as u32);
-                        }
-                    }
-                    Ok(ServerMessage::Terrain(m)) => stats.terrain_bytes += m.len() as u64,
-                    Err(_) => {}
-                }
+    // The terrain of the first WELCOME: named in the HELLO of every later session.
+    let mut cached_terrain: Option<[u8; 32]> = None;
+    let mut first_session = true;
+    'sessions: loop {
+        let session_end = match options.session {
+            Some(d) if !stats.stalled => (Instant::now() + d).min(end),
+            _ => end,
+        };
+        let connect = connect(&options.url, stats.stalled);
+        let mut ws = match tokio::time::timeout(Duration::from_secs(10), connect).await {
+            Ok(Ok(ws)) => ws,
+            _ => {
+                stats.connect_failed = true;
+                break 'sessions;
             }
-            _ = ping.tick(), if joined_at.is_some() && !stats.stalled => {
-                let nonce = start.elapsed().as_micros() as u64;
-                if ws.send(Message::Binary(protocol::encode_ping(nonce).into())).await.is_err() {
+        };
+        let hello =
+            Message::Binary(protocol::encode_hello(PROTOCOL_VERSION, &name, cached_terrain.as_ref()).into());
+        if options.hello && ws.send(hello).await.is_err() {
+            stats.connect_failed = true;
+            break 'sessions;
+        }
+        if !first_session {
+            stats.reconnects += 1;
+        }
+        let mut ping = tokio::time::interval(options.ping_interval);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut joined_at = None;
+        let mut interval_ticks = 1u32;
+        let mut last_tick: Option<u32> = None;
+        let mut decoder = ClientDecoder::new();
+        let mut brain: Option<Brain> = None;
+        let mut avatar_id = u32::MAX;
+        let mut position = (0i32, 0i32);
+        let mut session_over = false;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(session_end) => {
+                    session_over = session_end < end;
                     break;
                 }
+                // A stalled bot stops reading once it has joined and taken the terrain.
+                msg = ws.next(), if !(stats.stalled && last_tick.is_some()) => {
+                    let data = match msg {
+                        Some(Ok(Message::Binary(b))) => b,
+                        Some(Ok(Message::Close(f))) => {
+                            stats.close_code = Some(f.map_or(1005, |f| u16::from(f.code)));
+                            break;
+                        }
+                        Some(Ok(_)) => continue,
+                        Some(Err(_)) | None => break,
+                    };
+                    match protocol::decode_server(&data) {
+                        Ok(ServerMessage::Welcome(w)) => {
+                            cached_terrain = Some(w.terrain.content_hash);
+                            stats.joined = true;
+                            live.joined.store(true, Relaxed);
+                            joined_at = Some(Instant::now());
+                            interval_ticks = u32::from(w.snapshot_interval_ticks).max(1);
+                            avatar_id = w.avatar_id;
+                            brain = Some(Brain::new(index, options.seed, options.mix, w.world_size_mm, &w.world));
+                        }
+                        Ok(ServerMessage::Snapshot { tick, snapshot }) => {
+                            stats.snapshots += 1;
+                            stats.snapshot_bytes += data.len() as u64;
+                            live.snapshots.fetch_add(1, Relaxed);
+                            live.snapshot_bytes.fetch_add(data.len() as u64, Relaxed);
+                            if let Some(last) = last_tick {
+                                let gap = tick.wrapping_sub(last);
+                                if gap > interval_ticks {
+                                    let missed = u64::from(gap / interval_ticks - 1);
+                                    stats.missed_snapshots += missed;
+                                    live.missed_snapshots.fetch_add(missed, Relaxed);
+                                }
+                            }
+                            last_tick = Some(tick);
+                            match decoder.decode(snapshot) {
+                                Ok((_, view)) => {
+                                    if let Some(me) = view.iter().find(|e| e.id == avatar_id) {
+                                        position = (i32::from(me.qx) * 64 + 32, i32::from(me.qy) * 64 + 32);
+                                    }
+                                }
+                                Err(_) => {
+                                    stats.decode_errors += 1;
+                                    live.decode_errors.fetch_add(1, Relaxed);
+                                    continue;
+                                }
+                            }
+                            let now_ms = start.elapsed().as_millis() as u64;
+                            let Some(brain) = brain.as_mut() else { continue };
+                            let input = protocol::encode_input(&brain.steer(position, now_ms));
+                            if ws.send(Message::Binary(input.into())).await.is_err()
+                                || ws.send(Message::Binary(protocol::encode_ack(tick).into())).await.is_err()
+                            {
+                                break;
+                            }
+                        }
+                        Ok(ServerMessage::Pong { nonce, .. }) => {
+                            let now_us = start.elapsed().as_micros() as u64;
+                            let rtt = now_us.saturating_sub(nonce);
+                            stats.rtts_us.push(rtt);
+                            if let Ok(mut s) = sink.lock() {
+                                s.push(rtt.min(u64::from(u32::MAX)) as u32);
+                            }
+                        }
+                        Ok(ServerMessage::Terrain(m)) => {
+                            stats.terrain_bytes += m.len() as u64;
+                            if !first_session {
+                                stats.reconnect_terrain_bytes += m.len() as u64;
+                            }
+                        }
+                        Err(_) => {}
+                    }
+                }
+                _ = ping.tick(), if joined_at.is_some() && !stats.stalled => {
+                    let nonce = start.elapsed().as_micros() as u64;
+                    if ws.send(Message::Binary(protocol::encode_ping(nonce).into())).await.is_err() {
+                        break;
+                    }
+                }
             }
         }
-    }
-    if let Some(t) = joined_at {
-        stats.joined_seconds = t.elapsed().as_secs_f64();
+        if let Some(t) = joined_at {
+            stats.joined_seconds += t.elapsed().as_secs_f64();
+        }
+        if !stats.stalled {
+            let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await;
+        }
+        if !session_over {
+            break 'sessions;
+        }
+        first_session = false;
     }
     live.gone.store(true, Relaxed);
-    if !stats.stalled {
-        let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await;
-    }
     stats
 }
 
