@@ -27,6 +27,13 @@ enum Command {
     Serve(ServeArgs),
     /// Print the default configuration (every key) as TOML.
     DefaultConfig,
+    /// Open the browser viewer on a recording (god view, timeline, seek) until SIGINT/SIGTERM.
+    View {
+        rec: PathBuf,
+        /// Address to serve the viewer on (port 0 picks a free port).
+        #[arg(long, default_value = "127.0.0.1:7401", value_name = "ADDR")]
+        listen: std::net::SocketAddr,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -69,6 +76,13 @@ fn main() -> ExitCode {
             print!("{DEFAULT_CONFIG_TOML}");
             ExitCode::SUCCESS
         }
+        Command::View { rec, listen } => match view(rec, listen) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(1)
+            }
+        },
         Command::Serve(mut args) => {
             let mut config = match load_config(&args) {
                 Ok(c) => c,
@@ -261,6 +275,25 @@ fn say(line: &str) {
     if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
         tracing::warn!(error = %e, line, "stdout is gone; line dropped");
     }
+}
+
+fn view(rec: PathBuf, listen: std::net::SocketAddr) -> anyhow::Result<()> {
+    init_logging(debug_enabled());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let handle = migratory_net::server::replay_view::view(rec.clone(), listen).await?;
+        say(&format!(
+            "viewing {} on http://{}/",
+            rec.display(),
+            handle.local_addr
+        ));
+        wait_for_signal().await?;
+        handle.task.abort();
+        Ok(())
+    })
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {

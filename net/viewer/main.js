@@ -205,7 +205,9 @@ function draw() {
     }
   }
   let boids = 0, avatars = 0;
-  if (state.latest && w) {
+  if (state.replay) {
+    [boids, avatars] = drawReplay();
+  } else if (state.latest && w) {
     const tick = renderTick();
     const { view, sentTicks, header } = state.latest;
     for (let i = 0; i < view.length; i++) {
@@ -248,7 +250,7 @@ function draw() {
     }
   }
   state.drawn = { entities: boids + avatars, boids, avatars, terrain: state.drawn.terrain };
-  hud();
+  if (!state.replay) hud();
   requestAnimationFrame(draw);
 }
 
@@ -345,6 +347,102 @@ $("joinform").addEventListener("submit", (e) => {
   e.preventDefault();
   connect($("name").value.trim() || "player");
 });
+
+// ---- Replay: `migratory-server view REC` serves /replay/info and /replay/state. ----
+
+let lastFrameMs = performance.now();
+
+function drawBoid(x, y, vx, vy) {
+  ctx.save();
+  ctx.translate(x, y);
+  ctx.rotate(Math.atan2(vy, vx));
+  ctx.beginPath();
+  ctx.moveTo(5, 0);
+  ctx.lineTo(-3, 2.5);
+  ctx.lineTo(-3, -2.5);
+  ctx.closePath();
+  ctx.fillStyle = "#dfe9ef";
+  ctx.fill();
+  ctx.restore();
+}
+
+/** Draws the replayed world (god view); returns [boids, avatars] drawn. */
+function drawReplay() {
+  const r = state.replay;
+  const now = performance.now();
+  if (r.playing) {
+    r.tick = Math.min(r.tick + (r.speed * r.info.tick_rate_hz * (now - lastFrameMs)) / 1000, r.info.last_tick);
+    if (r.tick >= r.info.last_tick) r.playing = false;
+  }
+  lastFrameMs = now;
+  requestReplayState(Math.floor(r.tick));
+  let boids = 0, avatars = 0;
+  for (const e of r.entities) {
+    const [x, y] = toScreen(e.x_mm, e.y_mm);
+    if (e.id < r.info.boid_count) {
+      boids++;
+      drawBoid(x, y, e.vx, e.vy);
+    } else {
+      avatars++;
+      ctx.beginPath();
+      ctx.arc(x, y, 5, 0, Math.PI * 2);
+      ctx.fillStyle = "#e07070";
+      ctx.fill();
+    }
+  }
+  $("replay-tick").textContent = r.shown ?? "-";
+  $("replay-slider").value = String(Math.floor(r.tick));
+  $("replay-play").textContent = r.playing ? "pause" : "play";
+  return [boids, avatars];
+}
+
+function requestReplayState(tick) {
+  const r = state.replay;
+  if (r.inFlight || tick === r.shown) return;
+  r.inFlight = true;
+  fetch(`/replay/state?tick=${tick}`)
+    .then((resp) => (resp.ok ? resp.arrayBuffer() : Promise.reject(new Error(`HTTP ${resp.status}`))))
+    .then((buf) => {
+      const dv = new DataView(buf);
+      const n = dv.getUint32(4, true);
+      const entities = new Array(n);
+      for (let i = 0; i < n; i++) {
+        const o = 8 + 16 * i;
+        entities[i] = { id: dv.getUint32(o, true), x_mm: dv.getInt32(o + 4, true), y_mm: dv.getInt32(o + 8, true), vx: dv.getInt16(o + 12, true), vy: dv.getInt16(o + 14, true) };
+      }
+      r.entities = entities;
+      r.shown = dv.getUint32(0, true);
+    })
+    .catch((e) => console.warn("replay state", e))
+    .finally(() => { r.inFlight = false; });
+}
+
+async function startReplay() {
+  // The live server answers 204: no recording here.
+  const resp = await fetch("/replay/info").catch(() => null);
+  if (!resp || resp.status !== 200) return false;
+  const info = await resp.json();
+  state.replay = { info, tick: info.start_tick, shown: null, entities: [], playing: false, speed: 1, inFlight: false };
+  state.camera.follow = false;
+  state.welcome = { zones: info.zones, viewRadiusMm: info.view_radius_mm, tickRateHz: info.tick_rate_hz };
+  $("join").style.display = "none";
+  $("hud").style.display = "none";
+  const bar = document.createElement("div");
+  bar.id = "replay";
+  bar.style.cssText = "position:fixed;left:8px;right:8px;bottom:8px;display:flex;gap:8px;align-items:center;background:#0008;padding:6px 10px;border-radius:6px";
+  bar.innerHTML = `<button id="replay-play">play</button><button id="replay-step">step</button>
+    <select id="replay-speed">${[0.25, 0.5, 1, 2, 4, 8, 16].map((v) => `<option value="${v}"${v === 1 ? " selected" : ""}>${v}x</option>`).join("")}</select>
+    <input id="replay-slider" type="range" min="${info.start_tick}" max="${info.last_tick}" value="${info.start_tick}" style="flex:1">
+    <span>tick <b id="replay-tick">-</b> / ${info.last_tick}</span>`;
+  document.body.appendChild(bar);
+  $("replay-play").onclick = () => { state.replay.playing = !state.replay.playing; };
+  $("replay-step").onclick = () => { const r = state.replay; r.playing = false; r.tick = Math.min(Math.floor(r.tick) + 1, info.last_tick); };
+  $("replay-speed").onchange = (e) => { state.replay.speed = Number(e.target.value); };
+  $("replay-slider").oninput = (e) => { const r = state.replay; r.playing = false; r.tick = Number(e.target.value); };
+  return true;
+}
+
+startReplay().catch((e) => console.error(e));
 
 loadTerrain()
   .then(() => {

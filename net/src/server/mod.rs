@@ -10,6 +10,7 @@ mod accept;
 pub mod agones;
 mod connection;
 pub mod metrics;
+pub mod replay_view;
 pub mod resume;
 mod tick;
 mod viewer;
@@ -337,6 +338,8 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         .route("/", get(viewer::index))
         .route("/viewer/terrain", get(viewer::terrain))
         .route("/viewer/{file}", get(viewer::asset))
+        // The viewer asks; only `migratory-server view` has a recording to show.
+        .route("/replay/info", get(|| async { StatusCode::NO_CONTENT }))
         .with_state(ctx.clone());
     let limits = accept::AcceptLimits {
         connections_max: s.connections_max as usize,

@@ -377,3 +377,115 @@ fn the_live_viewer_plays_in_a_real_browser() {
         }
     });
 }
+
+/// The replay viewer (`migratory-server view`) in Chromium: seeking forward past a
+/// checkpoint and then back shows exactly the entities of the recorded world at that
+/// tick (as `migratory-replay inspect --tick` computes it: restore, then step).
+#[test]
+fn the_replay_viewer_shows_the_recorded_world_at_a_sought_tick() {
+    use migratory_replay::tools::{synth, SynthOptions};
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").exists(),
+        "the browser tests need Debian's chromium at /usr/bin/chromium (.ci/run installs it)"
+    );
+    ensure_playwright();
+    let dir = crate::common::TempDir::new("replay-view");
+    let rec_path = dir.path().join("session.mrec");
+    let config = migratory_replay::testkit::small_config(9, 300);
+    let options = SynthOptions {
+        script: migratory_kernel::ScriptConfig {
+            seed: 9,
+            clients: 3,
+            join_spread_ticks: 10,
+            tick_rate_hz: config.tick_rate_hz,
+            ..migratory_kernel::ScriptConfig::default()
+        },
+        config,
+        ticks: 400,
+        shards: 1,
+        writer: migratory_replay::WriterOptions {
+            block_ticks: 20,
+            checkpoint_interval_ticks: 100,
+            fsync_every_blocks: 0,
+        },
+    };
+    synth(&options, &rec_path).expect("synth");
+    let ticks = [250u32, 37];
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let out_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("viewer-screenshots");
+    let output = rt.block_on(async {
+        let view =
+            migratory_net::server::replay_view::view(rec_path.clone(), "127.0.0.1:0".parse().expect("addr"))
+                .await
+                .expect("view");
+        let url = format!("http://{}/", view.local_addr);
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new("node")
+                .arg(viewer_dir().join("test/replay.mjs"))
+                .arg(&url)
+                .arg(&out_dir)
+                .args(ticks.iter().map(u32::to_string))
+                .output()
+                .expect("node")
+        })
+        .await
+        .expect("join");
+        view.task.abort();
+        out
+    });
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the replay browser test failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let rec = migratory_replay::Recording::open(&rec_path).expect("open");
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(lines.len(), ticks.len());
+    for (line, &tick) in lines.iter().zip(&ticks) {
+        assert_eq!(line["tick"], tick);
+        let world = rec.world_at(tick, 1).expect("world_at");
+        let mut expected: Vec<(u32, i64, i64, i64, i64)> = world
+            .boids()
+            .iter()
+            .enumerate()
+            .map(|(id, b)| {
+                (
+                    id as u32,
+                    i64::from(b.x_mm),
+                    i64::from(b.y_mm),
+                    i64::from(b.vx),
+                    i64::from(b.vy),
+                )
+            })
+            .collect();
+        for (slot, p) in world.players().iter().enumerate().filter(|(_, p)| p.active) {
+            expected.push((
+                world.avatar_id(slot as u32),
+                i64::from(p.x_mm),
+                i64::from(p.y_mm),
+                i64::from(p.vx),
+                i64::from(p.vy),
+            ));
+        }
+        let drawn: Vec<(u32, i64, i64, i64, i64)> = line["entities"]
+            .as_array()
+            .expect("entities")
+            .iter()
+            .map(|e| {
+                let n = |k: &str| e[k].as_i64().expect("number");
+                (n("id") as u32, n("x_mm"), n("y_mm"), n("vx"), n("vy"))
+            })
+            .collect();
+        assert!(expected.len() > 300, "boids and avatars at tick {tick}");
+        assert_eq!(drawn, expected, "tick {tick}");
+        assert_eq!(line["drawn"].as_u64(), Some(expected.len() as u64));
+    }
+}
