@@ -229,18 +229,7 @@ function draw() {
         ctx.stroke();
       } else {
         boids++;
-        const a = Math.atan2(e.qvy, e.qvx);
-        ctx.save();
-        ctx.translate(x, y);
-        ctx.rotate(a);
-        ctx.beginPath();
-        ctx.moveTo(5, 0);
-        ctx.lineTo(-3, 2.5);
-        ctx.lineTo(-3, -2.5);
-        ctx.closePath();
-        ctx.fillStyle = "#dfe9ef";
-        ctx.fill();
-        ctx.restore();
+        drawBoid(x, y, e.qvx, e.qvy);
       }
     }
     if (state.own) {

@@ -291,8 +291,14 @@ fn the_javascript_decoders_agree_with_the_rust_ones() {
 }
 
 /// Installs the browser tests' one npm package (playwright-core, pinned by the lockfile)
-/// when it is not there yet.
+/// when it is not there yet, once per test process: the browser tests run in parallel, and
+/// two `npm ci` in one folder delete each other's files.
 fn ensure_playwright() {
+    static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    INSTALLED.get_or_init(install_playwright);
+}
+
+fn install_playwright() {
     let dir = viewer_dir();
     if dir.join("node_modules/playwright-core").exists() {
         return;

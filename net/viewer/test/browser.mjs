@@ -1,7 +1,7 @@
 // The live viewer in a real browser: Debian's Chromium driven by playwright-core.
 // Run by net/tests/net/viewer.rs as `node browser.mjs URL OUT_DIR`; it prints
 // `close-now` when it wants the server stopped, and exits 0 when every check passed.
-import { chromium } from "playwright-core";
+import { launch, pageWithErrors } from "./launch.mjs";
 import { mkdirSync } from "node:fs";
 import { createInterface } from "node:readline";
 
@@ -10,17 +10,10 @@ mkdirSync(out, { recursive: true });
 const fail = (msg) => { console.error(`FAIL: ${msg}`); process.exit(1); };
 const check = (ok, msg) => { if (!ok) fail(msg); console.log(`ok: ${msg}`); };
 
-const browser = await chromium.launch({
-  executablePath: "/usr/bin/chromium",
-  headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch();
 try {
-  const page = await browser.newPage({ viewport: { width: 1000, height: 700 } });
   const errors = [];
-  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-  page.on("pageerror", (e) => errors.push(String(e)));
+  const page = await pageWithErrors(browser, errors);
   await page.goto(url);
   await page.waitForFunction(() => window.migratory?.drawn.terrain === true, null, { timeout: 10000 });
   check(true, "the terrain is drawn before joining");

@@ -1,22 +1,15 @@
 // The replay viewer in a real browser: seeks to each tick given and prints the entities
 // it drew from, one JSON line per tick. Run by net/tests/net/viewer.rs as
 // `node replay.mjs URL OUT_DIR TICK...`.
-import { chromium } from "playwright-core";
+import { launch, pageWithErrors } from "./launch.mjs";
 import { mkdirSync } from "node:fs";
 
 const [url, out, ...ticks] = process.argv.slice(2);
 mkdirSync(out, { recursive: true });
-const browser = await chromium.launch({
-  executablePath: "/usr/bin/chromium",
-  headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch();
 try {
-  const page = await browser.newPage({ viewport: { width: 1000, height: 700 } });
   const errors = [];
-  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-  page.on("pageerror", (e) => errors.push(String(e)));
+  const page = await pageWithErrors(browser, errors);
   await page.goto(url);
   await page.waitForFunction(() => window.migratory?.replay && window.migratory.drawn.terrain, null, { timeout: 10000 });
   for (const t of ticks.map(Number)) {

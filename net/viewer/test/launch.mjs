@@ -1,0 +1,20 @@
+// Debian's Chromium for the browser tests, through playwright-core (never a downloaded
+// browser), with the flags this machine's closed network needs.
+import { chromium } from "playwright-core";
+
+export function launch() {
+  return chromium.launch({
+    executablePath: "/usr/bin/chromium",
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+}
+
+/** A page whose console errors and uncaught exceptions are collected in `errors`. */
+export async function pageWithErrors(browser, errors) {
+  const page = await browser.newPage({ viewport: { width: 1000, height: 700 } });
+  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  page.on("pageerror", (e) => errors.push(String(e)));
+  return page;
+}
