@@ -161,6 +161,8 @@ struct Running {
     ws_url: String,
     status_url: String,
     segment_seq: Option<i64>,
+    /// The tick the session started from (0, or the resumed tick).
+    start_tick: u64,
     players: i64,
     idle_since: Option<Instant>,
 }
@@ -275,16 +277,8 @@ fn segment_end(path: &Path, first_tick: i64) -> SegmentEnd {
             ended: Ended::Stopped,
         };
     }
-    let last = rec.last_tick();
-    let root = if last == rec.meta.start_tick {
-        rec.start_world(1).ok().map(|w| w.state_root())
-    } else {
-        rec.ticks_from(last)
-            .last()
-            .and_then(Result::ok)
-            .map(|t| t.state_root)
-    };
-    crashed(i64::from(last), root.map(|r| hex(&r)).unwrap_or_default())
+    let root = rec.last_recorded_root().ok().map(|r| hex(&r));
+    crashed(i64::from(rec.last_tick()), root.unwrap_or_default())
 }
 
 impl Fleet {
@@ -320,18 +314,11 @@ impl Fleet {
         let row = self.world_row(id).await?;
         if let Some(r) = &slot.running {
             if r.child.exit_info().is_none() {
-                let start_tick = self
-                    .store
-                    .segments(id)
-                    .await?
-                    .iter()
-                    .find(|s| Some(s.seq) == r.segment_seq)
-                    .map_or(0, |s| s.first_tick as u64);
                 return Ok(JoinAnswer {
                     world: id.to_string(),
                     ws_url: r.ws_url.clone(),
                     started: false,
-                    start_tick,
+                    start_tick: r.start_tick,
                     resumed_from_seq: None,
                     ready_ms: 0,
                 });
@@ -446,6 +433,7 @@ impl Fleet {
                 ws_url,
                 status_url,
                 segment_seq,
+                start_tick,
                 players: 0,
                 idle_since: None,
             },

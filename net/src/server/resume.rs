@@ -78,21 +78,12 @@ pub fn resume(path: &Path, config: &WorldConfig, shard_count: usize) -> Result<R
     }
     let tick = rec.last_tick();
     let world = rec.world_at(tick, shard_count).map_err(err)?;
-    let expected = if tick == rec.meta.start_tick {
-        // Nothing was recorded after the start: its state is the checkpoint (or config) itself.
-        Some(rec.start_world(1).map_err(err)?.state_root())
-    } else {
-        rec.ticks_from(tick)
-            .last()
-            .transpose()
-            .map_err(err)?
-            .map(|t| t.state_root)
-    };
-    if expected != Some(world.state_root()) {
+    let expected = rec.last_recorded_root().map_err(err)?;
+    if expected != world.state_root() {
         return Err(ResumeError::Diverged {
             path: path.to_path_buf(),
             tick,
-            expected: expected.map_or_else(|| "(none recorded)".to_string(), |r| hex(&r)),
+            expected: hex(&expected),
             actual: hex(&world.state_root()),
         });
     }

@@ -319,6 +319,23 @@ impl Recording {
             .unwrap_or(self.meta.start_tick)
     }
 
+    /// The state root recorded for `last_tick()`: the last durable tick's (or, with no
+    /// tick recorded, the start state's). What a resumed world must match.
+    pub fn last_recorded_root(&self) -> Result<[u8; 32], RecordingError> {
+        let last = self.last_tick();
+        if last == self.meta.start_tick {
+            return Ok(self.start_world(1)?.state_root());
+        }
+        match self.ticks_from(last).last() {
+            Some(t) => Ok(t?.state_root),
+            None => Err(corrupted(
+                0,
+                Some((last, last)),
+                "the last block's tick is missing",
+            )),
+        }
+    }
+
     /// Ticks whose inputs are readable.
     pub fn ticks_recovered(&self) -> u32 {
         self.last_tick() - self.meta.start_tick

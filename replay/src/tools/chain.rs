@@ -45,21 +45,6 @@ impl ChainReport {
     }
 }
 
-/// The state root a recording holds for its last durable tick.
-fn last_recorded_root(path: &Path, rec: &Recording) -> Result<[u8; 32], ToolError> {
-    let last = rec.last_tick();
-    if last == rec.meta.start_tick {
-        return Ok(rec.start_world(1).map_err(rec_err(path))?.state_root());
-    }
-    match rec.ticks_from(last).last() {
-        Some(t) => Ok(t.map_err(rec_err(path))?.state_root),
-        None => Err(ToolError::Invalid(format!(
-            "{}: no recorded tick {last}",
-            path.display()
-        ))),
-    }
-}
-
 /// Checks the link from segment `a` to segment `b`.
 pub fn link(a: &Path, b: &Path) -> Result<ChainLink, ToolError> {
     let (ra, rb) = (open(a)?, open(b)?);
@@ -75,7 +60,7 @@ pub fn link(a: &Path, b: &Path) -> Result<ChainLink, ToolError> {
             start_tick: tick,
         })
     } else {
-        let recorded = last_recorded_root(a, &ra)?;
+        let recorded = ra.last_recorded_root().map_err(rec_err(a))?;
         let resumed = rb.start_world(1).map_err(rec_err(b))?.state_root();
         (recorded != resumed).then(|| LinkProblem::RootDiffers {
             tick,
