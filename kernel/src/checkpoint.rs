@@ -278,6 +278,7 @@ fn build(
         if !(0..limit).contains(&p.x_mm)
             || !(0..limit).contains(&p.y_mm)
             || p.name_len as usize > p.name.len()
+            || (p.spectator && (p.vx, p.vy) != (0, 0))
         {
             return Err(corrupted(format!("player slot {slot} is out of range")));
         }

@@ -26,6 +26,16 @@ pub enum Input {
     Ack { client: u32, tick: u32 },
     /// Free the slot.
     Leave { client: u32 },
+    /// Take a slot as a spectator: no avatar (nothing flees from it, it cannot cast or be
+    /// seen), a camera that starts at the town's centre and receives snapshots like a player.
+    Spectate { client: u32, name: String },
+    /// Move a spectator's camera (its interest centre) to a point, clamped to the world.
+    Camera {
+        client: u32,
+        seq: u32,
+        x_mm: i32,
+        y_mm: i32,
+    },
 }
 
 impl Input {
@@ -36,15 +46,18 @@ impl Input {
             | Input::Steer { client, .. }
             | Input::Cast { client, .. }
             | Input::Ack { client, .. }
-            | Input::Leave { client } => client,
+            | Input::Leave { client }
+            | Input::Spectate { client, .. }
+            | Input::Camera { client, .. } => client,
         }
     }
 
-    /// Rank within a client's inputs of one tick: join first, leave last.
+    /// Rank within a client's inputs of one tick: join first, leave last. A spectator's
+    /// join and camera rank with a player's join and steer.
     fn rank(&self) -> u8 {
         match self {
-            Input::Join { .. } => 0,
-            Input::Steer { .. } => 1,
+            Input::Join { .. } | Input::Spectate { .. } => 0,
+            Input::Steer { .. } | Input::Camera { .. } => 1,
             Input::Cast { .. } => 2,
             Input::Ack { .. } => 3,
             Input::Leave { .. } => 4,
@@ -53,14 +66,14 @@ impl Input {
 
     fn seq(&self) -> u32 {
         match *self {
-            Input::Steer { seq, .. } | Input::Cast { seq, .. } => seq,
+            Input::Steer { seq, .. } | Input::Cast { seq, .. } | Input::Camera { seq, .. } => seq,
             Input::Ack { tick, .. } => tick,
             _ => 0,
         }
     }
 
-    /// The canonical order of a tick's inputs: by client, then kind (join, steer, cast,
-    /// ack, leave), then sequence number, then the full value, so that any delivery
+    /// The canonical order of a tick's inputs: by client, then kind (join or spectate,
+    /// steer or camera, cast, ack, leave), then sequence number, then the full value, so that any delivery
     /// order of the same inputs gives the same result.
     pub fn canonical_cmp(&self, other: &Input) -> std::cmp::Ordering {
         (self.client(), self.rank(), self.seq())
@@ -80,18 +93,20 @@ pub struct TickInputs {
 pub struct Rejections {
     /// Steer, cast, ack or leave from a client that has not joined.
     pub unknown_client: u32,
-    /// Join from a client that is already joined.
+    /// Join or spectate from a client that is already joined.
     pub duplicate_join: u32,
-    /// Join when every slot is taken.
+    /// Join or spectate when every slot is taken.
     pub slots_full: u32,
     /// Join with an empty name, one over 32 bytes, or one with control characters.
     pub name_invalid: u32,
     /// Steer with throttle over 100, or a zero direction with a non-zero throttle.
     pub out_of_range: u32,
-    /// Steer or cast whose sequence number is not above the last one applied.
+    /// Steer, camera or cast whose sequence number is not above the last one applied.
     pub stale_seq: u32,
     /// Ack of a tick the world has not produced yet.
     pub ack_from_future: u32,
+    /// Steer or cast from a spectator, camera from a player.
+    pub wrong_role: u32,
 }
 
 impl Rejections {
@@ -104,6 +119,7 @@ impl Rejections {
             + self.out_of_range
             + self.stale_seq
             + self.ack_from_future
+            + self.wrong_role
     }
 }
 

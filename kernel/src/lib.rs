@@ -67,4 +67,4 @@ pub mod bench_hooks {
 
 /// Version of the simulation rules. Bump it whenever the same inputs would produce a
 /// different state or different snapshots, so recordings can tell they need re-blessing.
-pub const KERNEL_RULES_VERSION: u32 = 4;
+pub const KERNEL_RULES_VERSION: u32 = 5;

@@ -17,12 +17,14 @@ pub struct CastStats {
     pub cooling: u32,
 }
 
-/// A join that took effect: the client's slot and avatar entity id.
+/// A join that took effect: the client's slot and avatar entity id. A spectator's
+/// snapshots name the id its slot's avatar would have; no entity with it ever exists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Joined {
     pub client: u32,
     pub slot: u32,
     pub avatar_id: u32,
+    pub spectator: bool,
 }
 
 /// Where one client's snapshot sits in `TickOutput::snapshot_bytes`.

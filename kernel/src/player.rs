@@ -7,11 +7,12 @@
 //! |--------|------|--------------------------------------------------|
 //! | 0      | 1    | `active` (0 or 1)                                |
 //! | 1      | 1    | `name_len`                                       |
-//! | 2      | 2    | reserved, zero                                   |
+//! | 2      | 1    | `spectator` (0 or 1; rules 5)                    |
+//! | 3      | 1    | reserved, zero                                   |
 //! | 4      | 4    | `client` (u32)                                   |
 //! | 8      | 32   | `name` (UTF-8, zero-padded)                      |
-//! | 40     | 4    | `x_mm` (i32)                                     |
-//! | 44     | 4    | `y_mm` (i32)                                     |
+//! | 40     | 4    | `x_mm` (i32; a spectator's camera)               |
+//! | 44     | 4    | `y_mm` (i32; a spectator's camera)               |
 //! | 48     | 4    | `vx` (i32, mm per tick)                          |
 //! | 52     | 4    | `vy` (i32, mm per tick)                          |
 //! | 56     | 2    | `dir_x` (i16)                                    |
@@ -32,6 +33,7 @@ pub const PLAYER_RECORD_BYTES: usize = 80;
 
 const ACTIVE_OFFSET: usize = 0;
 const NAME_LEN_OFFSET: usize = 1;
+const SPECTATOR_OFFSET: usize = 2;
 const CLIENT_OFFSET: usize = 4;
 const NAME_OFFSET: usize = 8;
 const X_OFFSET: usize = 40;
@@ -49,6 +51,7 @@ const CAST_READY_TICK_OFFSET: usize = 76;
 // The table above, checked: fields do not overlap and the last one ends the record.
 const _: () = assert!(NAME_OFFSET + NAME_BYTES_MAX == X_OFFSET);
 const _: () = assert!(CLIENT_OFFSET + 4 == NAME_OFFSET);
+const _: () = assert!(SPECTATOR_OFFSET < CLIENT_OFFSET && NAME_LEN_OFFSET < SPECTATOR_OFFSET);
 const _: () = assert!(THROTTLE_OFFSET < SCORE_OFFSET);
 const _: () = assert!(CAST_READY_TICK_OFFSET + 4 == PLAYER_RECORD_BYTES);
 
@@ -56,6 +59,8 @@ const _: () = assert!(CAST_READY_TICK_OFFSET + 4 == PLAYER_RECORD_BYTES);
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct Player {
     pub active: bool,
+    /// Joined with `Spectate`: no avatar; `x_mm`, `y_mm` are the camera, `vx`, `vy` stay 0.
+    pub spectator: bool,
     pub client: u32,
     pub name_len: u8,
     pub name: [u8; NAME_BYTES_MAX],
@@ -87,6 +92,7 @@ impl Player {
         let mut put = |at: usize, bytes: &[u8]| b[at..at + bytes.len()].copy_from_slice(bytes);
         put(ACTIVE_OFFSET, &[self.active as u8]);
         put(NAME_LEN_OFFSET, &[self.name_len]);
+        put(SPECTATOR_OFFSET, &[self.spectator as u8]);
         put(CLIENT_OFFSET, &self.client.to_le_bytes());
         put(NAME_OFFSET, &self.name);
         put(X_OFFSET, &self.x_mm.to_le_bytes());
@@ -115,9 +121,10 @@ mod tests {
         let zero = Player::default().to_le_bytes();
         assert_eq!(zero, [0u8; PLAYER_RECORD_BYTES]);
         type Case = (fn(&mut Player), usize, &'static [u8]);
-        let cases: [Case; 15] = [
+        let cases: [Case; 16] = [
             (|p| p.active = true, ACTIVE_OFFSET, &[1]),
             (|p| p.name_len = 3, NAME_LEN_OFFSET, &[3]),
+            (|p| p.spectator = true, SPECTATOR_OFFSET, &[1]),
             (|p| p.client = 0x0403_0201, CLIENT_OFFSET, &[1, 2, 3, 4]),
             (|p| p.name[0] = b'a', NAME_OFFSET, b"a"),
             (|p| p.x_mm = -2, X_OFFSET, &[0xfe, 0xff, 0xff, 0xff]),

@@ -3,7 +3,8 @@
 //!
 //! Each bot joins at a staggered tick, wanders or heads for a hunting field and casts
 //! there, acks the snapshots it "received" after its own lag, drops some snapshots, and with
-//! churn enabled leaves and comes back.
+//! churn enabled leaves and comes back. A share of the bots spectate instead: they pan
+//! their camera a little every half second and now and then jump across the world.
 
 use crate::input::{Input, TickInputs};
 use crate::output::TickOutput;
@@ -30,6 +31,8 @@ pub struct ScriptConfig {
     pub drop_per_mille: u32,
     /// Share of bots, in per mille, that hunt (go to a field and cast).
     pub hunter_per_mille: u32,
+    /// Share of bots, in per mille, that spectate (camera only, no avatar).
+    pub spectator_per_mille: u32,
     /// Ticks per second, for turning per-second rates into per-tick ones.
     pub tick_rate_hz: u32,
 }
@@ -44,6 +47,7 @@ impl Default for ScriptConfig {
             ack_lag_ticks_max: 12,
             drop_per_mille: 20,
             hunter_per_mille: 500,
+            spectator_per_mille: 0,
             tick_rate_hz: 60,
         }
     }
@@ -57,6 +61,7 @@ struct Bot {
     seq: u32,
     lag_ticks: u32,
     hunter: bool,
+    spectator: bool,
     /// (due tick, acked tick), oldest first.
     pending: Vec<(u32, u32)>,
 }
@@ -81,6 +86,9 @@ impl Script {
                     seq: 0,
                     lag_ticks: rng::below(bits.rotate_left(16), config.ack_lag_ticks_max + 1),
                     hunter: rng::below(bits.rotate_left(32), 1000) < config.hunter_per_mille,
+                    // Drawn from bits of its own, so adding spectators changes no one's role.
+                    spectator: rng::below(rng::draw(config.seed, 1, i, STREAM_BOT), 1000)
+                        < config.spectator_per_mille,
                     pending: Vec::with_capacity(PENDING_ACKS_MAX),
                 }
             })
@@ -101,9 +109,16 @@ impl Script {
                 if tick >= bot.join_tick {
                     bot.joined = true;
                     bot.pending.clear();
-                    out.inputs.push(Input::Join {
-                        client: bot.client,
-                        name: format!("bot-{}", bot.client),
+                    let name = format!("bot-{}", bot.client);
+                    out.inputs.push(match bot.spectator {
+                        false => Input::Join {
+                            client: bot.client,
+                            name,
+                        },
+                        true => Input::Spectate {
+                            client: bot.client,
+                            name,
+                        },
                     });
                 }
                 continue;
@@ -131,8 +146,34 @@ impl Script {
                     tick: newest,
                 });
             }
+            // A spectator's camera: a short pan every half second, a jump anywhere (often
+            // out of the world, to be clamped) every fifth time.
+            if bot.spectator && (tick + bot.client) % 30 == 0 {
+                bot.seq += 1;
+                let p = &world.players()[slot as usize];
+                let size = world.config().world_size_mm;
+                let (x_mm, y_mm) = if rng::below(bits.rotate_left(8), 5) == 0 {
+                    let (mid, reach) = ((size / 2) as i32, size / 4 * 3);
+                    (
+                        mid + rng::symmetric(bits.rotate_left(16), reach),
+                        mid + rng::symmetric(bits.rotate_left(24), reach),
+                    )
+                } else {
+                    let step = world.config().view_radius_mm / 2;
+                    (
+                        p.x_mm + rng::symmetric(bits.rotate_left(16), step),
+                        p.y_mm + rng::symmetric(bits.rotate_left(24), step),
+                    )
+                };
+                out.inputs.push(Input::Camera {
+                    client: bot.client,
+                    seq: bot.seq,
+                    x_mm,
+                    y_mm,
+                });
+            }
             // Steering: every half second, a new heading; hunters head for a field.
-            if (tick + bot.client) % 30 == 0 {
+            if !bot.spectator && (tick + bot.client) % 30 == 0 {
                 bot.seq += 1;
                 let p = &world.players()[slot as usize];
                 let (dx, dy) = match (bot.hunter, world.zones().hunting_fields.first()) {
@@ -163,7 +204,7 @@ impl Script {
                     throttle: 40 + rng::below(bits.rotate_left(40), 61) as u8,
                 });
             }
-            if bot.hunter && (tick + 7 * bot.client) % 45 == 0 {
+            if bot.hunter && !bot.spectator && (tick + 7 * bot.client) % 45 == 0 {
                 bot.seq += 1;
                 out.inputs.push(Input::Cast {
                     client: bot.client,

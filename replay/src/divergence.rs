@@ -146,6 +146,7 @@ pub fn compare(a: &World, b: &World) -> Vec<ChunkDiff> {
                     let (p, q) = (a.players()[s as usize], b.players()[s as usize]);
                     let e = format!("player slot {s} (client {})", p.client);
                     field(&e, s, "active", p.active, q.active, &mut fields);
+                    field(&e, s, "spectator", p.spectator, q.spectator, &mut fields);
                     field(&e, s, "client", p.client, q.client, &mut fields);
                     field(&e, s, "name", p.name(), q.name(), &mut fields);
                     field(&e, s, "x_mm", p.x_mm, q.x_mm, &mut fields);

@@ -126,6 +126,9 @@ struct SessionArgs {
     /// Snapshots lost on the way, per mille.
     #[arg(long, default_value_t = 20)]
     drop: u32,
+    /// Bots that spectate (a camera, no avatar), per mille.
+    #[arg(long, default_value_t = 0)]
+    spectators: u32,
     /// Ticks per input block.
     #[arg(long, default_value_t = 60)]
     block_ticks: u32,
@@ -148,6 +151,7 @@ impl SessionArgs {
                 churn_per_mille_per_s: self.churn,
                 ack_lag_ticks_max: self.ack_lag,
                 drop_per_mille: self.drop,
+                spectator_per_mille: self.spectators,
                 tick_rate_hz: config.tick_rate_hz,
                 ..ScriptConfig::default()
             },
@@ -392,6 +396,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     Some(e) => out!("{e:?}"),
                     None => {
                         for p in &r.players {
+                            if p.spectator {
+                                out!(
+                                    "  slot {} client {} {:?} spectating, camera at ({}, {}) mm",
+                                    p.slot,
+                                    p.client,
+                                    p.name,
+                                    p.x_mm,
+                                    p.y_mm
+                                );
+                                continue;
+                            }
                             out!(
                                 "  slot {} client {} {:?} at ({}, {}) mm, score {}",
                                 p.slot,

@@ -1,4 +1,4 @@
-//! Avatar movement: each joined player's avatar accelerates towards its steering target,
+//! Avatar movement: each joined player's avatar (spectators have none) accelerates towards its steering target,
 //! blocked by water and steep ground, and is indexed for the boids and snapshots.
 
 use super::World;
@@ -11,7 +11,7 @@ impl World {
     pub(super) fn move_avatars(&mut self) {
         let pc = &self.config.player;
         let size = self.config.world_size_mm as i32;
-        for p in self.players.iter_mut().filter(|p| p.active) {
+        for p in self.players.iter_mut().filter(|p| p.active && !p.spectator) {
             let smax = pc.speed_max_mm_per_tick as i64;
             let (tx, ty) = if p.throttle == 0 {
                 (0, 0)
@@ -41,7 +41,8 @@ impl World {
     /// the avatar grid built on them.
     pub(super) fn index_avatars(&mut self) {
         self.avatars.clear();
-        for (slot, p) in self.players.iter().enumerate().filter(|(_, p)| p.active) {
+        let has_avatar = |(_, p): &(usize, &crate::player::Player)| p.active && !p.spectator;
+        for (slot, p) in self.players.iter().enumerate().filter(has_avatar) {
             self.avatars.push(Avatar {
                 slot: slot as u32,
                 x_mm: p.x_mm,

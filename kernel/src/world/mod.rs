@@ -81,8 +81,9 @@ pub struct World {
     pool: ShardPool,
     scratch: Vec<ShardScratch>,
     input_order: Vec<u32>,
-    /// Indexes into `avatars` of the clients due a snapshot this tick.
-    due_avatars: Vec<u32>,
+    /// The clients due a snapshot this tick, as the centre of their interest: a player's
+    /// avatar, or a spectator's camera (at rest), in slot order.
+    due_viewers: Vec<Avatar>,
     /// (id, slot) of the boids a cast catches.
     caught: Vec<(u32, u32)>,
     layout: TreeLayout,
@@ -197,7 +198,7 @@ impl World {
             pool,
             scratch: (0..shards).map(|_| ShardScratch::new()).collect(),
             input_order: Vec::with_capacity(1024),
-            due_avatars: Vec::with_capacity(slots),
+            due_viewers: Vec::with_capacity(slots),
             caught: Vec::with_capacity(64),
             layout,
             leaves: vec![[0; 32]; layout.leaf_count()],

@@ -1,5 +1,5 @@
-//! The input rules: join, steer, cast, ack and leave, applied serially in canonical order,
-//! and where a boid (re)spawns.
+//! The input rules: join, spectate, steer, camera, cast, ack and leave, applied serially in
+//! canonical order, and where a boid (re)spawns.
 
 use super::World;
 use crate::boids::{self, Boid};
@@ -35,12 +35,13 @@ impl World {
     fn apply_input(&mut self, tick: u32, input: &Input) -> bool {
         let rejected = &mut self.output.rejected;
         let found = self.clients.binary_search_by_key(&input.client(), |&(c, _)| c);
-        if let Input::Join { client, name } = input {
+        if let Input::Join { client, name } | Input::Spectate { client, name } = input {
+            let spectator = matches!(input, Input::Spectate { .. });
             match found {
                 Ok(_) => rejected.duplicate_join += 1,
                 Err(_) if !name_is_valid(name) => rejected.name_invalid += 1,
                 Err(index) => match self.players.iter().position(|p| !p.active) {
-                    Some(slot) => self.join(tick, *client, name, slot as u32, index),
+                    Some(slot) => self.join(tick, *client, name, spectator, slot as u32, index),
                     None => rejected.slots_full += 1,
                 },
             }
@@ -52,8 +53,27 @@ impl World {
         };
         let slot = self.clients[index].1 as usize;
         let player = &mut self.players[slot];
+        // A spectator has no avatar to steer or cast with; a player has no free camera.
+        let wrong_role = match input {
+            Input::Steer { .. } | Input::Cast { .. } => player.spectator,
+            Input::Camera { .. } => !player.spectator,
+            _ => false,
+        };
+        if wrong_role {
+            rejected.wrong_role += 1;
+            return false;
+        }
         match *input {
-            Input::Join { .. } => unreachable!("handled above"),
+            Input::Join { .. } | Input::Spectate { .. } => unreachable!("handled above"),
+            Input::Camera { seq, x_mm, y_mm, .. } => {
+                if seq <= player.last_seq {
+                    rejected.stale_seq += 1;
+                } else {
+                    let limit = self.config.world_size_mm as i32 - 1;
+                    player.last_seq = seq;
+                    (player.x_mm, player.y_mm) = (x_mm.clamp(0, limit), y_mm.clamp(0, limit));
+                }
+            }
             Input::Steer {
                 seq,
                 dir_x,
@@ -98,9 +118,9 @@ impl World {
         false
     }
 
-    /// Seats `client` in the free `slot` (at `index` of the sorted client list), somewhere
-    /// dry inside the town.
-    fn join(&mut self, tick: u32, client: u32, name: &str, slot: u32, index: usize) {
+    /// Seats `client` in the free `slot` (at `index` of the sorted client list): a player
+    /// somewhere dry inside the town, a spectator's camera at the town's centre.
+    fn join(&mut self, tick: u32, client: u32, name: &str, spectator: bool, slot: u32, index: usize) {
         let cfg = &self.config;
         let town = self.zones.town;
         let bits = rng::draw(cfg.seed, tick, client, rng::STREAM_JOIN);
@@ -109,11 +129,12 @@ impl World {
         let mut y = town.y_mm + rng::symmetric(bits.rotate_left(32), half);
         let limit = cfg.world_size_mm as i32 - 1;
         (x, y) = (x.clamp(0, limit), y.clamp(0, limit));
-        if self.terrain.is_water(x, y) {
+        if spectator || self.terrain.is_water(x, y) {
             (x, y) = (town.x_mm, town.y_mm);
         }
         let mut p = Player {
             active: true,
+            spectator,
             client,
             name_len: name.len() as u8,
             x_mm: x,
@@ -129,6 +150,7 @@ impl World {
             client,
             slot,
             avatar_id: cfg.boid_count + slot,
+            spectator,
         });
     }
 

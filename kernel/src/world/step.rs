@@ -172,14 +172,25 @@ impl World {
             Seal::Rebuilt => u32::MAX,
             Seal::Step => (1 << layout.group_thinking_at(self.tick)) | dirty,
         };
-        self.due_avatars.clear();
+        self.due_viewers.clear();
         if seal == Seal::Step {
             // Clients are staggered over the interval by slot, so each tick builds an equal
-            // share of the snapshots.
+            // share of the snapshots. A player's record holds its avatar as moved this tick.
             let interval = self.config.snapshot_interval_ticks;
-            let due = |(_, a): &(usize, &Avatar)| (a.slot + self.tick) % interval == 0;
-            let due = self.avatars.iter().enumerate().filter(due).map(|(i, _)| i as u32);
-            self.due_avatars.extend(due);
+            let tick = self.tick;
+            let due = self
+                .players
+                .iter()
+                .enumerate()
+                .filter(|&(slot, p)| p.active && (slot as u32 + tick) % interval == 0)
+                .map(|(slot, p)| Avatar {
+                    slot: slot as u32,
+                    x_mm: p.x_mm,
+                    y_mm: p.y_mm,
+                    vx: p.vx,
+                    vy: p.vy,
+                });
+            self.due_viewers.extend(due);
         }
         let (boid_leaves, rest) = self.leaves.split_at_mut(counts[0]);
         let (player_leaves, stream_leaves) = rest.split_at_mut(counts[1]);
@@ -198,10 +209,9 @@ impl World {
                 boid_count: cfg.boid_count,
             };
             let anchors = &self.anchors;
-            let due_avatars = &self.due_avatars;
+            let due_viewers = &self.due_viewers;
             let next_due = AtomicUsize::new(0);
             let players = &self.players;
-            let avatars = &self.avatars;
             let empty_player_leaves = &self.empty_player_leaves;
             let boid_leaves = SharedSlice::new(boid_leaves);
             let player_leaves = SharedSlice::new(player_leaves);
@@ -240,10 +250,9 @@ impl World {
                 // nothing in it.
                 loop {
                     let i = next_due.fetch_add(1, Ordering::Relaxed);
-                    let Some(&a) = due_avatars.get(i) else {
+                    let Some(a) = due_viewers.get(i) else {
                         break;
                     };
-                    let a = &avatars[a as usize];
                     // SAFETY: each due client is claimed by exactly one shard.
                     let stream = unsafe { streams.get_mut(a.slot as usize) };
                     if let Some(stream) = stream.as_deref_mut() {
@@ -273,7 +282,7 @@ impl World {
         let mut fh = blake3::Hasher::new();
         fh.update(b"MGFR");
         fh.update(&self.tick.to_le_bytes());
-        for a in self.due_avatars.iter().map(|&i| &self.avatars[i as usize]) {
+        for a in &self.due_viewers {
             let Some(stream) = self.streams[a.slot as usize].as_deref() else {
                 continue;
             };

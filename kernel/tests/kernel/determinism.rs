@@ -12,6 +12,9 @@ fn any_input() -> impl Strategy<Value = Input> {
     let client = 0u32..10;
     prop_oneof![
         2 => (client.clone(), "[a-z]{0,3}|[\\PC]{30,40}|\u{7}x").prop_map(|(client, name)| Input::Join { client, name }),
+        1 => (client.clone(), "[a-z]{0,3}").prop_map(|(client, name)| Input::Spectate { client, name }),
+        2 => (client.clone(), 0u32..40, -20_000i32..220_000, -20_000i32..220_000)
+            .prop_map(|(client, seq, x_mm, y_mm)| Input::Camera { client, seq, x_mm, y_mm }),
         6 => (client.clone(), 0u32..40, any::<i16>(), any::<i16>(), 0u8..=120)
             .prop_map(|(client, seq, dir_x, dir_y, throttle)| Input::Steer { client, seq, dir_x, dir_y, throttle }),
         2 => (client.clone(), 0u32..40).prop_map(|(client, seq)| Input::Cast { client, seq }),
@@ -24,7 +27,8 @@ fn any_stream(ticks: usize) -> impl Strategy<Value = Vec<Vec<Input>>> {
     proptest::collection::vec(proptest::collection::vec(any_input(), 0..4), ticks)
 }
 
-/// A stream of valid inputs from scripted bots, with their ack lags and drops.
+/// A stream of valid inputs from scripted bots (a quarter of them spectators), with their
+/// ack lags and drops.
 fn scripted_stream(seed: u64, ticks: usize, clients: u32) -> Vec<Vec<Input>> {
     let mut world = World::new(small_config(seed), 1).unwrap();
     let mut script = Script::new(ScriptConfig {
@@ -32,6 +36,7 @@ fn scripted_stream(seed: u64, ticks: usize, clients: u32) -> Vec<Vec<Input>> {
         clients,
         join_spread_ticks: 20,
         churn_per_mille_per_s: 150,
+        spectator_per_mille: 250,
         ..ScriptConfig::default()
     });
     let mut inputs = TickInputs::default();
@@ -103,7 +108,9 @@ proptest! {
         match (&mut changed[t][i], how) {
             (Input::Steer { throttle, .. }, 0) => *throttle = if *throttle == 0 { 1 } else { *throttle - 1 },
             (Input::Steer { dir_x, .. }, 1) => *dir_x = dir_x.wrapping_add(1),
-            (Input::Join { name, .. }, 0 | 1) => name.push('!'),
+            (Input::Join { name, .. } | Input::Spectate { name, .. }, 0 | 1) => name.push('!'),
+            // Into the world, so the clamp cannot hide the change.
+            (Input::Camera { x_mm, .. }, 0 | 1) => *x_mm = if (1_000..100_000).contains(x_mm) { *x_mm + 64 } else { 50_000 },
             _ => { changed[t].remove(i); }
         }
         let mut world = World::new(small_config(seed), 1).unwrap();
@@ -127,6 +134,8 @@ proptest! {
                 any::<(u32, u32)>().prop_map(|(c, seq)| Input::Cast { client: c % 16, seq }),
                 any::<(u32, u32)>().prop_map(|(c, tick)| Input::Ack { client: c % 16, tick }),
                 any::<u32>().prop_map(|c| Input::Leave { client: c % 16 }),
+                any::<(u32, String)>().prop_map(|(client, name)| Input::Spectate { client: client % 16, name }),
+                any::<(u32, u32, i32, i32)>().prop_map(|(c, seq, x_mm, y_mm)| Input::Camera { client: c % 16, seq, x_mm, y_mm }),
             ], 0..12), 60)
     ) {
         let mut world = World::new(small_config(seed), 1).unwrap();

@@ -37,6 +37,7 @@ fn golden_roots_of_the_default_world_with_scripted_players() {
     let mut script = Script::new(ScriptConfig {
         clients: 12,
         churn_per_mille_per_s: 100,
+        spectator_per_mille: 250,
         ..ScriptConfig::default()
     });
     let mut inputs = TickInputs::default();

@@ -8,6 +8,7 @@ mod behaviour;
 mod determinism;
 mod golden;
 mod snapshots;
+mod spectators;
 
 use migratory_kernel::{Input, TickInputs, World, WorldConfig};
 

@@ -27,12 +27,13 @@ pub enum EntityReport {
     },
 }
 
-/// A player in the `inspect` summary.
+/// A player in the `inspect` summary. A spectator's position is its camera.
 #[derive(Debug, Serialize)]
 pub struct PlayerLine {
     pub slot: u32,
     pub client: u32,
     pub name: String,
+    pub spectator: bool,
     pub x_mm: i32,
     pub y_mm: i32,
     pub score: u32,
@@ -76,7 +77,7 @@ pub fn inspect(path: &Path, tick: u32, entity: Option<u32>) -> Result<InspectRep
         }
         Some(id) => {
             let slot = id - boid_count;
-            match world.players().get(slot as usize).filter(|p| p.active) {
+            match world.players().get(slot as usize).filter(|p| p.active && !p.spectator) {
                 Some(p) => Some(EntityReport::Avatar {
                     id,
                     slot,
@@ -91,7 +92,7 @@ pub fn inspect(path: &Path, tick: u32, entity: Option<u32>) -> Result<InspectRep
                 }),
                 None => {
                     return Err(ToolError::Invalid(format!(
-                        "entity {id} does not exist at tick {tick} (boids are 0..{boid_count}, avatars {boid_count} + slot of a joined player)"
+                        "entity {id} does not exist at tick {tick} (boids are 0..{boid_count}, avatars {boid_count} + slot of a joined player; spectators have none)"
                     )))
                 }
             }
@@ -110,6 +111,7 @@ pub fn inspect(path: &Path, tick: u32, entity: Option<u32>) -> Result<InspectRep
                 slot: s as u32,
                 client: p.client,
                 name: p.name().to_string(),
+                spectator: p.spectator,
                 x_mm: p.x_mm,
                 y_mm: p.y_mm,
                 score: p.score,
