@@ -4,9 +4,13 @@
 // the time since it arrived, in ticks. So carried-over entities (section 5 of
 // SNAPSHOT_FORMAT.md) never stand still at a stale position, and motion is smooth at the
 // display's frame rate without a delay buffer.
+//
+// A spectator (HELLO flag "spectate") has no avatar: WASD, the arrows or a drag move a
+// free camera, which is sent as CAMERA whenever it moved, and the server's snapshots
+// follow it.
 
 import { ClientDecoder, KIND_AVATAR } from "./snapshot.js";
-import { decodeServer, encodeAck, encodeHello, encodeInput, encodePing, ZONE_HUNTING_FIELD, ZONE_TOWN } from "./protocol.js";
+import { decodeServer, encodeAck, encodeCamera, encodeHello, encodeInput, encodePing, ZONE_HUNTING_FIELD, ZONE_TOWN } from "./protocol.js";
 
 const CLOSE_REASONS = {
   1000: "closed normally",
@@ -39,6 +43,8 @@ const state = {
   camera: { x_mm: 0, y_mm: 0, mmPerPx: 200, follow: true },
   terrain: null, // {image (canvas), cells, worldSizeMm, hash}
   lastCastTick: null,
+  spectating: false,
+  sentCamera: null, // a spectator's camera as last sent {x_mm, y_mm}: the server's view centre
 };
 window.migratory = state;
 
@@ -81,14 +87,15 @@ async function loadTerrain() {
   state.terrain = { image, cells, worldSizeMm, hash };
 }
 
-function connect(name) {
+function connect(name, spectate = false) {
+  state.spectating = spectate;
   const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
   setConnection("connecting");
   ws = new WebSocket(url);
   ws.binaryType = "arraybuffer";
   ws.onopen = () => {
     setConnection("joining");
-    ws.send(encodeHello(name, state.terrain?.hash ?? null));
+    ws.send(encodeHello(name, state.terrain?.hash ?? null, spectate));
   };
   ws.onmessage = (ev) => onMessage(new Uint8Array(ev.data));
   ws.onclose = (ev) => {
@@ -110,9 +117,15 @@ function onMessage(bytes) {
   }
   if (m.type === "welcome") {
     state.welcome = m;
-    state.camera.follow = true;
+    state.camera.follow = !state.spectating;
     state.camera.mmPerPx = (m.viewRadiusMm * 2.4) / Math.min(innerWidth, innerHeight);
-    setConnection("playing");
+    if (state.spectating) {
+      // The server's camera starts at the town's centre.
+      const town = m.zones.find((z) => z.kind === ZONE_TOWN);
+      if (town) [state.camera.x_mm, state.camera.y_mm] = [town.x_mm, town.y_mm];
+      state.sentCamera = { x_mm: state.camera.x_mm, y_mm: state.camera.y_mm };
+    }
+    setConnection(state.spectating ? "spectating" : "playing");
     $("join").style.display = "none";
   } else if (m.type === "snapshot") {
     onSnapshot(m.snapshot);
@@ -205,6 +218,7 @@ function draw() {
     }
   }
   let boids = 0, avatars = 0;
+  if (state.spectating) panWithKeys();
   if (state.replay) {
     [boids, avatars] = drawReplay();
   } else if (state.latest && w) {
@@ -232,6 +246,7 @@ function draw() {
         drawBoid(x, y, e.qvx, e.qvy);
       }
     }
+    if (state.sentCamera) circle(state.sentCamera.x_mm, state.sentCamera.y_mm, w.viewRadiusMm, "#ffffff40", null, [2, 6]);
     if (state.own) {
       circle(state.own.x_mm, state.own.y_mm, w.viewRadiusMm, "#ffffff40", null, [2, 6]);
       const ready = castReady();
@@ -255,27 +270,61 @@ function hud() {
   state.bytesWindow = state.bytesWindow.filter(([t]) => now - t < 1000);
   const h = state.latest?.header;
   $("tick").textContent = h ? h.tick : "-";
-  $("score").textContent = h ? h.score : "-";
+  $("score").textContent = h && !state.spectating ? h.score : "-";
   $("rtt").textContent = state.rttMs === null ? "-" : `${state.rttMs.toFixed(1)} ms`;
   $("rate").textContent = `${state.snapshotTimes.length}/s`;
   $("bytes").textContent = `${state.bytesWindow.reduce((s, [, n]) => s + n, 0)} B/s`;
   $("inview").textContent = state.latest ? state.latest.view.length : "-";
   $("dropped").textContent = state.dropped;
   const w = state.welcome;
-  if (!w || !state.own) $("cast").textContent = "-";
+  if (state.spectating) $("cast").textContent = "spectating (no avatar)";
+  else if (!w || !state.own) $("cast").textContent = "-";
   else if (!inHuntingField(state.own)) $("cast").textContent = "outside a hunting field";
   else if (castReady()) $("cast").textContent = "ready (space)";
   else $("cast").textContent = `cooling down ${((w.castCooldownTicks - (state.latest.header.tick - state.lastCastTick)) / w.tickRateHz).toFixed(1)} s`;
 }
 
-/** 20 times a second: the steering from keys, mouse or touch, and a cast if asked. */
-function sendInput() {
-  if (!ws || ws.readyState !== WebSocket.OPEN || !state.welcome) return;
+/** The direction the keys point, as {dx, dy} in -1..1. */
+function keyDirection() {
   let dx = 0, dy = 0;
   if (keys.has("KeyA") || keys.has("ArrowLeft")) dx -= 1;
   if (keys.has("KeyD") || keys.has("ArrowRight")) dx += 1;
   if (keys.has("KeyW") || keys.has("ArrowUp")) dy -= 1;
   if (keys.has("KeyS") || keys.has("ArrowDown")) dy += 1;
+  return { dx, dy };
+}
+
+let lastPanMs = performance.now();
+/** A spectator's keys move the camera at 600 screen pixels a second, inside the world. */
+function panWithKeys() {
+  const now = performance.now();
+  const dt = Math.min(now - lastPanMs, 100) / 1000;
+  lastPanMs = now;
+  const { dx, dy } = keyDirection();
+  const cam = state.camera;
+  cam.x_mm += dx * 600 * dt * cam.mmPerPx;
+  cam.y_mm += dy * 600 * dt * cam.mmPerPx;
+  const size = state.welcome?.worldSizeMm ?? state.terrain?.worldSizeMm;
+  if (size) {
+    cam.x_mm = Math.min(Math.max(cam.x_mm, 0), size - 1);
+    cam.y_mm = Math.min(Math.max(cam.y_mm, 0), size - 1);
+  }
+}
+
+/** 20 times a second: a spectator's camera when it moved a wire cell (64 mm) or more. */
+function sendCamera() {
+  const cam = state.camera, sent = state.sentCamera;
+  if (sent && Math.abs(cam.x_mm - sent.x_mm) < 64 && Math.abs(cam.y_mm - sent.y_mm) < 64) return;
+  seq += 1;
+  state.sentCamera = { x_mm: Math.round(cam.x_mm), y_mm: Math.round(cam.y_mm) };
+  ws.send(encodeCamera(seq, state.sentCamera.x_mm, state.sentCamera.y_mm));
+}
+
+/** 20 times a second: the steering from keys, mouse or touch, and a cast if asked. */
+function sendInput() {
+  if (!ws || ws.readyState !== WebSocket.OPEN || !state.welcome) return;
+  if (state.spectating) return sendCamera();
+  let { dx, dy } = keyDirection();
   if (pointer && state.own) {
     const [wx, wy] = toWorld(pointer.x, pointer.y);
     dx = wx - state.own.x_mm;
@@ -302,7 +351,8 @@ let downAt = null;
 let panFrom = null; // right or middle button: the camera is dragged, and stops following
 canvas.addEventListener("contextmenu", (e) => e.preventDefault());
 canvas.addEventListener("pointerdown", (e) => {
-  if (e.button === 1 || e.button === 2) {
+  // A spectator has nothing to steer: any button (or a finger) drags the camera.
+  if (e.button === 1 || e.button === 2 || state.spectating) {
     panFrom = { x: e.clientX, y: e.clientY };
     state.camera.follow = false;
     return;
@@ -334,7 +384,7 @@ canvas.addEventListener("wheel", (e) => {
 $("name").value = `player-${Math.floor(Math.random() * 1000)}`;
 $("joinform").addEventListener("submit", (e) => {
   e.preventDefault();
-  connect($("name").value.trim() || "player");
+  connect($("name").value.trim() || "player", e.submitter?.id === "spectate");
 });
 
 // ---- Replay: `migratory-server view REC` serves /replay/info and /replay/state. ----

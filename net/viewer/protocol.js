@@ -1,5 +1,5 @@
 // Protocol 2, the client side, as net/PROTOCOL.md specifies it: the messages a browser
-// sends (HELLO, INPUT, ACK, PING) and the ones it reads (WELCOME, SNAPSHOT, PONG; the
+// sends (HELLO, INPUT, CAMERA, ACK, PING) and the ones it reads (WELCOME, SNAPSHOT, PONG; the
 // terrain messages are recognised and skipped: the viewer draws the terrain from
 // /viewer/terrain and names its hash in HELLO, so the server sends none).
 
@@ -12,15 +12,16 @@ export const NAME_BYTES_MAX = 32;
 /** A server message this client cannot read. */
 export class ProtocolError extends Error {}
 
-/** HELLO: version 2, a 1-32 byte UTF-8 name, and the cached terrain hash when known. */
-export function encodeHello(name, terrainHash = null) {
+/** HELLO: version 2, a 1-32 byte UTF-8 name, the cached terrain hash when known, and
+ * whether to join as a spectator (a camera moved with CAMERA, no avatar). */
+export function encodeHello(name, terrainHash = null, spectate = false) {
   const n = new TextEncoder().encode(name);
   if (n.length < 1 || n.length > NAME_BYTES_MAX) throw new RangeError("a name is 1 to 32 bytes of UTF-8");
   const out = new Uint8Array(5 + n.length + (terrainHash ? 32 : 0));
   out[0] = 0x10;
   out[1] = PROTOCOL_VERSION & 0xff;
   out[2] = PROTOCOL_VERSION >> 8;
-  out[3] = terrainHash ? 1 : 0;
+  out[3] = (terrainHash ? 1 : 0) | (spectate ? 2 : 0);
   out[4] = n.length;
   out.set(n, 5);
   if (terrainHash) out.set(terrainHash, 5 + n.length);
@@ -37,6 +38,17 @@ export function encodeInput(seq, dirX, dirY, throttle, cast) {
   dv.setInt16(7, dirY, true);
   out[9] = throttle;
   out[10] = cast ? 1 : 0;
+  return out;
+}
+
+/** CAMERA: a spectator's camera position in world mm (the server clamps it). */
+export function encodeCamera(seq, xMm, yMm) {
+  const out = new Uint8Array(13);
+  const dv = new DataView(out.buffer);
+  out[0] = 0x14;
+  dv.setUint32(1, seq >>> 0, true);
+  dv.setInt32(5, xMm | 0, true);
+  dv.setInt32(9, yMm | 0, true);
   return out;
 }
 

@@ -1,26 +1,35 @@
-//! A client's side of the protocol: encoding HELLO, INPUT, ACK and PING, and decoding
+//! A client's side of the protocol: encoding HELLO, INPUT, CAMERA, ACK and PING, and decoding
 //! what the server sends. Used by the bots and the tests; nothing in the server uses it.
 
 use thiserror::Error;
 
 use super::{
-    client_type, server_type, u16_at, u32_at, u64_at, welcome_bytes, InputMsg, TerrainDelivery, Welcome,
-    WireTerrainDescriptor, WireZone, WorldFacts, ZoneKind, ACK_BYTES, HELLO_FLAG_CACHED_TERRAIN,
-    HELLO_HEADER_BYTES, INPUT_BYTES, INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES, ZONE_SHAPE_CIRCLE,
+    client_type, server_type, u16_at, u32_at, u64_at, welcome_bytes, CameraMsg, InputMsg, TerrainDelivery,
+    Welcome, WireTerrainDescriptor, WireZone, WorldFacts, ZoneKind, ACK_BYTES, CAMERA_BYTES,
+    HELLO_FLAG_CACHED_TERRAIN, HELLO_FLAG_SPECTATE, HELLO_HEADER_BYTES, INPUT_BYTES, INPUT_FLAG_CAST,
+    PING_BYTES, PONG_BYTES, ZONE_SHAPE_CIRCLE,
 };
 
 /// HELLO, naming the content hash of a terrain the client has cached, if any (the server
 /// then skips sending it when it is this world's). `name` must be at most 255 bytes to
 /// encode (the server accepts up to 32).
 pub fn encode_hello(version: u16, name: &str, cached_terrain: Option<&[u8; 32]>) -> Vec<u8> {
+    hello(version, name, cached_terrain, 0)
+}
+
+/// HELLO of a spectator: the client gets snapshots around a camera it moves with CAMERA.
+pub fn encode_hello_spectating(version: u16, name: &str, cached_terrain: Option<&[u8; 32]>) -> Vec<u8> {
+    hello(version, name, cached_terrain, HELLO_FLAG_SPECTATE)
+}
+
+fn hello(version: u16, name: &str, cached_terrain: Option<&[u8; 32]>, flags: u8) -> Vec<u8> {
     let name = &name.as_bytes()[..name.len().min(255)];
     let mut b = Vec::with_capacity(HELLO_HEADER_BYTES + name.len() + 32);
     b.push(client_type::HELLO);
     b.extend_from_slice(&version.to_le_bytes());
-    b.push(if cached_terrain.is_some() {
-        HELLO_FLAG_CACHED_TERRAIN
-    } else {
-        0
+    b.push(match cached_terrain {
+        Some(_) => flags | HELLO_FLAG_CACHED_TERRAIN,
+        None => flags,
     });
     b.push(name.len() as u8);
     b.extend_from_slice(name);
@@ -38,6 +47,15 @@ pub fn encode_input(m: &InputMsg) -> Vec<u8> {
     b.extend_from_slice(&m.dir_y.to_le_bytes());
     b.push(m.throttle);
     b.push(if m.cast { INPUT_FLAG_CAST } else { 0 });
+    b
+}
+
+pub fn encode_camera(m: &CameraMsg) -> Vec<u8> {
+    let mut b = Vec::with_capacity(CAMERA_BYTES);
+    b.push(client_type::CAMERA);
+    b.extend_from_slice(&m.seq.to_le_bytes());
+    b.extend_from_slice(&m.x_mm.to_le_bytes());
+    b.extend_from_slice(&m.y_mm.to_le_bytes());
     b
 }
 

@@ -12,7 +12,8 @@ mod client;
 mod server;
 
 pub use client::{
-    decode_server, encode_ack, encode_hello, encode_input, encode_ping, ServerMessage, ServerMessageError,
+    decode_server, encode_ack, encode_camera, encode_hello, encode_hello_spectating, encode_input,
+    encode_ping, ServerMessage, ServerMessageError,
 };
 pub use server::{decode_client, encode_pong, encode_snapshot, encode_welcome};
 
@@ -27,6 +28,8 @@ pub mod client_type {
     pub const INPUT: u8 = 0x11;
     pub const ACK: u8 = 0x12;
     pub const PING: u8 = 0x13;
+    /// A spectator's camera position.
+    pub const CAMERA: u8 = 0x14;
 }
 
 /// Server → client message types.
@@ -67,7 +70,10 @@ pub const NAME_BYTES_MAX: usize = migratory_kernel::NAME_BYTES_MAX;
 pub const HELLO_HEADER_BYTES: usize = 5;
 /// Bit 0 of HELLO's flags: a 32-byte terrain content hash follows the name.
 pub const HELLO_FLAG_CACHED_TERRAIN: u8 = 1;
+/// Bit 1 of HELLO's flags: join as a spectator (a camera, no avatar).
+pub const HELLO_FLAG_SPECTATE: u8 = 2;
 pub const INPUT_BYTES: usize = 11;
+pub const CAMERA_BYTES: usize = 13;
 pub const ACK_BYTES: usize = 5;
 pub const PING_BYTES: usize = 9;
 pub const PONG_BYTES: usize = 13;
@@ -173,6 +179,16 @@ pub struct InputMsg {
     pub cast: bool,
 }
 
+/// CAMERA: where a spectator looks (the centre of its view), in world millimetres; the
+/// server clamps it to the world.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct CameraMsg {
+    /// Shares INPUT's sequence: strictly increasing per connection.
+    pub seq: u32,
+    pub x_mm: i32,
+    pub y_mm: i32,
+}
+
 /// A decoded client message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ClientMessage<'a> {
@@ -181,8 +197,11 @@ pub enum ClientMessage<'a> {
         name: &'a str,
         /// The content hash of a terrain the client has cached, if it says so.
         cached_terrain: Option<[u8; 32]>,
+        /// Join as a spectator.
+        spectate: bool,
     },
     Input(InputMsg),
+    Camera(CameraMsg),
     Ack {
         tick: u32,
     },
@@ -342,8 +361,24 @@ mod tests {
                 version: PROTOCOL_VERSION,
                 name: "ada",
                 cached_terrain: None,
+                spectate: false,
             })
         );
+        assert_eq!(
+            decode_client(&encode_hello_spectating(PROTOCOL_VERSION, "eye", Some(&[3; 32]))),
+            Ok(ClientMessage::Hello {
+                version: PROTOCOL_VERSION,
+                name: "eye",
+                cached_terrain: Some([3; 32]),
+                spectate: true,
+            })
+        );
+        let c = CameraMsg {
+            seq: 9,
+            x_mm: -1,
+            y_mm: 1_023_999,
+        };
+        assert_eq!(decode_client(&encode_camera(&c)), Ok(ClientMessage::Camera(c)));
         let cached = encode_hello(PROTOCOL_VERSION, "bo", Some(&[9; 32]));
         assert_eq!(cached.len(), HELLO_HEADER_BYTES + 2 + 32);
         assert_eq!(
@@ -352,6 +387,7 @@ mod tests {
                 version: PROTOCOL_VERSION,
                 name: "bo",
                 cached_terrain: Some([9; 32]),
+                spectate: false,
             })
         );
         let m = InputMsg {
@@ -392,6 +428,19 @@ mod tests {
             encode_input(&m),
             [0x11, 0x07, 0x00, 0x00, 0x00, 0xd4, 0xfe, 0x0c, 0x00, 0x64, 0x01]
         );
+        assert_eq!(
+            encode_hello_spectating(2, "eye", None),
+            [0x10, 0x02, 0x00, 0x02, 0x03, 0x65, 0x79, 0x65]
+        );
+        let c = CameraMsg {
+            seq: 3,
+            x_mm: 512_000,
+            y_mm: -64,
+        };
+        assert_eq!(
+            encode_camera(&c),
+            [0x14, 0x03, 0x00, 0x00, 0x00, 0x00, 0xd0, 0x07, 0x00, 0xc0, 0xff, 0xff, 0xff]
+        );
     }
 
     #[test]
@@ -412,14 +461,18 @@ mod tests {
             Err(ProtocolError::NameInvalid)
         );
         let mut flags = encode_hello(PROTOCOL_VERSION, "x", None);
-        flags[3] = 0x02;
+        flags[3] = 0x04;
         assert_eq!(
             decode_client(&flags),
             Err(ProtocolError::ReservedFlags {
                 kind: "HELLO",
-                flags: 0x02
+                flags: 0x04
             })
         );
+        assert!(matches!(
+            decode_client(&encode_camera(&CameraMsg::default())[..12]),
+            Err(ProtocolError::BadLength { kind: "CAMERA", .. })
+        ));
         // The cached-terrain flag promises 32 more bytes.
         let mut short = encode_hello(PROTOCOL_VERSION, "x", None);
         short[3] = HELLO_FLAG_CACHED_TERRAIN;

@@ -2,9 +2,10 @@
 //! SNAPSHOT and PONG.
 
 use super::{
-    client_type, exact, server_type, u16_at, u32_at, u64_at, welcome_bytes, ClientMessage, InputMsg,
-    ProtocolError, Welcome, ACK_BYTES, HELLO_FLAG_CACHED_TERRAIN, HELLO_HEADER_BYTES, INPUT_BYTES,
-    INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES, PROTOCOL_VERSION, ZONE_SHAPE_CIRCLE,
+    client_type, exact, server_type, u16_at, u32_at, u64_at, welcome_bytes, CameraMsg, ClientMessage,
+    InputMsg, ProtocolError, Welcome, ACK_BYTES, CAMERA_BYTES, HELLO_FLAG_CACHED_TERRAIN,
+    HELLO_FLAG_SPECTATE, HELLO_HEADER_BYTES, INPUT_BYTES, INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES,
+    PROTOCOL_VERSION, ZONE_SHAPE_CIRCLE,
 };
 
 /// Decodes one client message. Lengths are exact: a short or long message is an error.
@@ -34,7 +35,7 @@ pub fn decode_client(msg: &[u8]) -> Result<ClientMessage<'_>, ProtocolError> {
                 });
             }
             let flags = msg[3];
-            if flags & !HELLO_FLAG_CACHED_TERRAIN != 0 {
+            if flags & !(HELLO_FLAG_CACHED_TERRAIN | HELLO_FLAG_SPECTATE) != 0 {
                 return Err(ProtocolError::ReservedFlags { kind: "HELLO", flags });
             }
             let n = msg[4] as usize;
@@ -56,6 +57,7 @@ pub fn decode_client(msg: &[u8]) -> Result<ClientMessage<'_>, ProtocolError> {
                 version,
                 name,
                 cached_terrain,
+                spectate: flags & HELLO_FLAG_SPECTATE != 0,
             })
         }
         client_type::INPUT => {
@@ -70,6 +72,14 @@ pub fn decode_client(msg: &[u8]) -> Result<ClientMessage<'_>, ProtocolError> {
                 dir_y: u16_at(msg, 7) as i16,
                 throttle: msg[9],
                 cast: flags & INPUT_FLAG_CAST != 0,
+            }))
+        }
+        client_type::CAMERA => {
+            exact("CAMERA", msg, CAMERA_BYTES)?;
+            Ok(ClientMessage::Camera(CameraMsg {
+                seq: u32_at(msg, 1),
+                x_mm: u32_at(msg, 5) as i32,
+                y_mm: u32_at(msg, 9) as i32,
             }))
         }
         client_type::ACK => {

@@ -230,7 +230,7 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     async fn serve(&mut self) -> Stop {
-        let (name, terrain_cached) = match self.handshake().await {
+        let (name, terrain_cached, spectator) = match self.handshake().await {
             Ok(hello) => hello,
             Err(stop) => return stop,
         };
@@ -243,6 +243,7 @@ where
             client,
             name,
             terrain_cached,
+            spectator,
             shared,
             queue: tx,
         };
@@ -257,7 +258,7 @@ where
 
     /// Waits for HELLO (answering PINGs meanwhile); returns the player name, and whether
     /// the client has this world's terrain cached.
-    async fn handshake(&mut self) -> Result<(String, bool), Stop> {
+    async fn handshake(&mut self) -> Result<(String, bool, bool), Stop> {
         let timeout = self.ctx.hello_timeout;
         let deadline = Instant::now() + timeout;
         loop {
@@ -277,13 +278,17 @@ where
             let Some(data) = data else { continue };
             match protocol::decode_client(&data) {
                 Ok(ClientMessage::Hello {
-                    name, cached_terrain, ..
+                    name,
+                    cached_terrain,
+                    spectate,
+                    ..
                 }) => {
                     let cached = cached_terrain == Some(self.ctx.terrain_hash);
-                    return Ok((name.to_string(), cached));
+                    return Ok((name.to_string(), cached, spectate));
                 }
                 Ok(ClientMessage::Ping { nonce }) => self.pong(nonce).await?,
                 Ok(ClientMessage::Input(_)) => return Err(self.policy("INPUT before HELLO")),
+                Ok(ClientMessage::Camera(_)) => return Err(self.policy("CAMERA before HELLO")),
                 Ok(ClientMessage::Ack { .. }) => return Err(self.policy("ACK before HELLO")),
                 Err(e) => return Err(self.protocol_error(e)),
             }
@@ -340,19 +345,25 @@ where
     async fn client_message(&mut self, client: u32, data: &[u8]) -> Result<(), Stop> {
         let event = match protocol::decode_client(data) {
             Ok(ClientMessage::Input(m)) => {
-                // The client's own sequence only orders its messages; the tick thread gives
-                // the kernel its own sequence numbers.
-                if self.last_client_seq.is_some_and(|last| m.seq <= last) {
-                    self.ctx.metrics.inputs_stale_total.fetch_add(1, Relaxed);
+                if !self.in_sequence(m.seq) {
                     return Ok(());
                 }
-                self.last_client_seq = Some(m.seq);
                 NetEvent::Input {
                     client,
                     dir_x: m.dir_x,
                     dir_y: m.dir_y,
                     throttle: m.throttle,
                     cast: m.cast,
+                }
+            }
+            Ok(ClientMessage::Camera(m)) => {
+                if !self.in_sequence(m.seq) {
+                    return Ok(());
+                }
+                NetEvent::Camera {
+                    client,
+                    x_mm: m.x_mm,
+                    y_mm: m.y_mm,
                 }
             }
             Ok(ClientMessage::Ack { tick }) => NetEvent::Ack { client, tick },
@@ -364,6 +375,18 @@ where
             return Err(going_away());
         }
         Ok(())
+    }
+
+    /// True for an INPUT or CAMERA whose sequence number is above the last one (which it
+    /// becomes); a stale one is counted and dropped. The client's own sequence only orders
+    /// its messages; the tick thread gives the kernel its own sequence numbers.
+    fn in_sequence(&mut self, seq: u32) -> bool {
+        if self.last_client_seq.is_some_and(|last| seq <= last) {
+            self.ctx.metrics.inputs_stale_total.fetch_add(1, Relaxed);
+            return false;
+        }
+        self.last_client_seq = Some(seq);
+        true
     }
 
     /// Sorts out one read result: `Some(bytes)` for a binary message that passed the rate

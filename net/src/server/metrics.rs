@@ -244,6 +244,7 @@ pub struct Metrics {
     pub rejected_out_of_range_total: AtomicU64,
     pub rejected_stale_seq_total: AtomicU64,
     pub rejected_ack_from_future_total: AtomicU64,
+    pub rejected_wrong_role_total: AtomicU64,
 
     pub closes_total: [AtomicU64; COUNTED_CLOSE_CODES.len()],
     pub closes_other_total: AtomicU64,
@@ -490,6 +491,7 @@ impl Metrics {
             ("out_of_range", &self.rejected_out_of_range_total),
             ("stale_seq", &self.rejected_stale_seq_total),
             ("ack_from_future", &self.rejected_ack_from_future_total),
+            ("wrong_role", &self.rejected_wrong_role_total),
         ] {
             let _ = writeln!(
                 o,

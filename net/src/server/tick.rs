@@ -116,6 +116,8 @@ pub enum NetEvent {
         name: String,
         /// The client's HELLO named this world's terrain hash.
         terrain_cached: bool,
+        /// The client's HELLO asked to spectate.
+        spectator: bool,
         shared: Arc<ClientShared>,
         queue: Sender<Outbound>,
     },
@@ -127,6 +129,8 @@ pub enum NetEvent {
         throttle: u8,
         cast: bool,
     },
+    /// CAMERA: the newest camera position per tick wins.
+    Camera { client: u32, x_mm: i32, y_mm: i32 },
     /// ACK: the newest acked tick per tick wins.
     Ack { client: u32, tick: u32 },
     /// The connection ended (for any reason).
@@ -150,9 +154,10 @@ struct TickClient {
     queue: Sender<Outbound>,
     /// No more messages are queued (eviction requested, or the queue is closed).
     closing: bool,
-    /// The kernel's sequence numbers for this client: steer and cast share one counter.
+    /// The kernel's sequence numbers for this client: steer, camera and cast share one counter.
     kernel_seq: u32,
     pending_steer: Option<(i16, i16, u8)>,
+    pending_camera: Option<(i32, i32)>,
     pending_cast: bool,
     pending_ack: Option<u32>,
     overflow_streak: u32,
@@ -398,10 +403,14 @@ impl TickLoop {
                     client,
                     name,
                     terrain_cached,
+                    spectator,
                     shared,
                     queue,
                 } => {
-                    inputs.push(Input::Join { client, name });
+                    inputs.push(match spectator {
+                        false => Input::Join { client, name },
+                        true => Input::Spectate { client, name },
+                    });
                     self.clients.insert(
                         client,
                         TickClient {
@@ -412,6 +421,7 @@ impl TickLoop {
                             closing: false,
                             kernel_seq: 0,
                             pending_steer: None,
+                            pending_camera: None,
                             pending_cast: false,
                             pending_ack: None,
                             overflow_streak: 0,
@@ -428,6 +438,11 @@ impl TickLoop {
                     if let Some(c) = self.clients.get_mut(&client) {
                         c.pending_steer = Some((dir_x, dir_y, throttle));
                         c.pending_cast |= cast;
+                    }
+                }
+                NetEvent::Camera { client, x_mm, y_mm } => {
+                    if let Some(c) = self.clients.get_mut(&client) {
+                        c.pending_camera = Some((x_mm, y_mm));
                     }
                 }
                 NetEvent::Ack { client, tick } => {
@@ -448,8 +463,9 @@ impl TickLoop {
                                     .remove(&client);
                             }
                             // Joined and gone within one tick: the join never happens.
-                            JoinState::Joining => inputs
-                                .retain(|i| !matches!(i, Input::Join { client: c2, .. } if *c2 == client)),
+                            JoinState::Joining => inputs.retain(|i| {
+                                !matches!(i, Input::Join { client: c2, .. } | Input::Spectate { client: c2, .. } if *c2 == client)
+                            }),
                             JoinState::Rejected => {}
                         }
                     }
@@ -471,6 +487,15 @@ impl TickLoop {
                     dir_x,
                     dir_y,
                     throttle,
+                });
+            }
+            if let Some((x_mm, y_mm)) = c.pending_camera.take() {
+                c.kernel_seq = c.kernel_seq.wrapping_add(1);
+                inputs.push(Input::Camera {
+                    client,
+                    seq: c.kernel_seq,
+                    x_mm,
+                    y_mm,
                 });
             }
             if std::mem::take(&mut c.pending_cast) {
@@ -522,6 +547,7 @@ impl TickLoop {
             (&m.rejected_out_of_range_total, r.out_of_range),
             (&m.rejected_stale_seq_total, r.stale_seq),
             (&m.rejected_ack_from_future_total, r.ack_from_future),
+            (&m.rejected_wrong_role_total, r.wrong_role),
         ] {
             if v > 0 {
                 a.fetch_add(v as u64, Relaxed);

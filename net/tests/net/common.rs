@@ -66,8 +66,21 @@ pub async fn send(ws: &mut Ws, bytes: Vec<u8>) {
 
 /// Connects, sends HELLO and reads up to WELCOME. Terrain and snapshots follow.
 pub async fn join(url: &str, name: &str) -> (Ws, Welcome) {
+    join_with(url, protocol::encode_hello(PROTOCOL_VERSION, name, None)).await
+}
+
+/// `join` as a spectator.
+pub async fn spectate(url: &str, name: &str) -> (Ws, Welcome) {
+    join_with(
+        url,
+        protocol::encode_hello_spectating(PROTOCOL_VERSION, name, None),
+    )
+    .await
+}
+
+async fn join_with(url: &str, hello: Vec<u8>) -> (Ws, Welcome) {
     let mut ws = connect(url).await;
-    send(&mut ws, protocol::encode_hello(PROTOCOL_VERSION, name, None)).await;
+    send(&mut ws, hello).await;
     let welcome = tokio::time::timeout(Duration::from_secs(5), async {
         loop {
             match ws.next().await {

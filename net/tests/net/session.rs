@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use migratory_net::client::bots::http_get;
-use migratory_net::protocol::{self, InputMsg, ServerMessage, TerrainDelivery, ZoneKind, PROTOCOL_VERSION};
+use migratory_net::protocol::{
+    self, CameraMsg, InputMsg, ServerMessage, TerrainDelivery, ZoneKind, PROTOCOL_VERSION,
+};
 use migratory_net::server::metrics::sample;
 use migratory_net::terrain_wire::TerrainAssembler;
 use migratory_net::ServeOptions;
@@ -26,6 +28,8 @@ struct Behaviour {
     input_hz: u32,
     /// Cast on every n-th INPUT (0: never).
     cast_every: u32,
+    /// Join as a spectator, sending CAMERA (to random points) instead of INPUT.
+    spectate: bool,
 }
 
 /// What a client saw: its id and every snapshot (tick, frame bytes without the type byte).
@@ -37,7 +41,10 @@ struct Seen {
 }
 
 async fn scripted_client(url: String, name: String, b: Behaviour, seed: u64) -> Seen {
-    let (mut ws, welcome) = common::join(&url, &name).await;
+    let (mut ws, welcome) = match b.spectate {
+        false => common::join(&url, &name).await,
+        true => common::spectate(&url, &name).await,
+    };
     let mut frames = Vec::new();
     let mut pending_acks: Vec<(tokio::time::Instant, u32)> = Vec::new();
     let mut input = tokio::time::interval(Duration::from_secs_f64(1.0 / b.input_hz.max(1) as f64));
@@ -71,6 +78,16 @@ async fn scripted_client(url: String, name: String, b: Behaviour, seed: u64) -> 
             _ = input.tick() => {
                 seq += 1;
                 rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                if b.spectate {
+                    let size = welcome.world_size_mm as u64;
+                    let m = CameraMsg {
+                        seq,
+                        x_mm: ((rng >> 33) % size) as i32,
+                        y_mm: ((rng >> 13) % size) as i32,
+                    };
+                    let _ = ws.send(Message::Binary(protocol::encode_camera(&m).into())).await;
+                    continue;
+                }
                 let m = InputMsg {
                     seq,
                     dir_x: ((rng >> 33) % 2001) as i16 - 1000,
@@ -118,7 +135,8 @@ fn replay_frames(path: &Path, shards: usize) -> BTreeMap<(u32, u32), Vec<u8>> {
     frames
 }
 
-/// Runs a recorded session of `ticks` with four differently behaved clients, then checks
+/// Runs a recorded session of `ticks` with five differently behaved clients (one of them
+/// a spectator moving its camera), then checks
 /// that a replay at 1 and 3 shards produces exactly the frames each client received.
 async fn live_equals_replay(
     mut config: migratory_net::ServerConfig,
@@ -143,21 +161,31 @@ async fn live_equals_replay(
             ack_lag: Some(Duration::ZERO),
             input_hz: 30,
             cast_every: 7,
+            spectate: false,
         },
         Behaviour {
             ack_lag: Some(Duration::from_millis(80)),
             input_hz: 10,
             cast_every: 3,
+            spectate: false,
         },
         Behaviour {
             ack_lag: Some(Duration::from_millis(400)),
             input_hz: 60,
             cast_every: 0,
+            spectate: false,
         },
         Behaviour {
             ack_lag: None,
             input_hz: 5,
             cast_every: 2,
+            spectate: false,
+        },
+        Behaviour {
+            ack_lag: Some(Duration::from_millis(30)),
+            input_hz: 4,
+            cast_every: 0,
+            spectate: true,
         },
     ];
     let mut tasks = Vec::new();
@@ -604,4 +632,104 @@ async fn reconnecting_bots_use_the_terrain_cache() {
         "{report:?}"
     );
     server.shutdown().await.expect("shutdown");
+}
+
+/// A spectator over the wire: its view starts around the town's centre and follows each
+/// CAMERA, its own id never appears (not to itself, not to a player beside its camera),
+/// and INPUT from it is refused by the world as `wrong_role`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spectator_moves_its_camera_and_the_view_follows() {
+    let config = common::small_config();
+    let server = common::start(config.clone()).await;
+    let url = server.ws_url();
+    let (mut eye, welcome) = common::spectate(&url, "eye").await;
+    let (mut player, _) = common::join(&url, "player").await;
+    let r = welcome.world.view_radius_mm as i64;
+    let town = welcome.world.zones[0];
+    assert_eq!(town.kind, ZoneKind::Town);
+    let mut decoder = migratory_kernel::ClientDecoder::new();
+    // Reads snapshots (acking each) until one has a non-empty view entirely within the view
+    // radius of `centre`; fails after 5 s.
+    async fn view_around(
+        ws: &mut common::Ws,
+        decoder: &mut migratory_kernel::ClientDecoder,
+        own_id: u32,
+        centre: (i64, i64),
+        r: i64,
+    ) -> usize {
+        loop {
+            let (tick, entries) = read_until(ws, |m| match m {
+                ServerMessage::Snapshot { tick, snapshot } => {
+                    let (_, view) = decoder.decode(snapshot).expect("snapshot decodes");
+                    Some((tick, view.to_vec()))
+                }
+                _ => None,
+            })
+            .await;
+            common::send(ws, protocol::encode_ack(tick)).await;
+            assert!(
+                entries.iter().all(|e| e.id != own_id),
+                "the spectator sees itself"
+            );
+            let far = entries
+                .iter()
+                .map(|e| {
+                    let (x, y) = (e.qx as i64 * 64 + 32, e.qy as i64 * 64 + 32);
+                    ((x - centre.0).pow(2) + (y - centre.1).pow(2)).isqrt()
+                })
+                .max();
+            if far.is_some_and(|d| d <= r + 64) {
+                return entries.len();
+            }
+        }
+    }
+    let home = (town.x_mm as i64, town.y_mm as i64);
+    let n = view_around(&mut eye, &mut decoder, welcome.avatar_id, home, r).await;
+    assert!(n > 0);
+    let corner = (200_000i64, 60_000i64);
+    let camera = protocol::CameraMsg {
+        seq: 1,
+        x_mm: corner.0 as i32,
+        y_mm: corner.1 as i32,
+    };
+    common::send(&mut eye, protocol::encode_camera(&camera)).await;
+    let n = view_around(&mut eye, &mut decoder, welcome.avatar_id, corner, r).await;
+    assert!(n > 0, "nothing seen at the new camera");
+
+    // The player stands in town, where the camera started: it never sees the spectator.
+    let mut pd = migratory_kernel::ClientDecoder::new();
+    for _ in 0..10 {
+        let view = read_until(&mut player, |m| match m {
+            ServerMessage::Snapshot { snapshot, .. } => {
+                Some(pd.decode(snapshot).expect("decodes").1.to_vec())
+            }
+            _ => None,
+        })
+        .await;
+        assert!(view.iter().all(|e| e.id != welcome.avatar_id));
+    }
+    let steer = InputMsg {
+        seq: 2,
+        dir_x: 1,
+        dir_y: 0,
+        throttle: 50,
+        cast: false,
+    };
+    common::send(&mut eye, protocol::encode_input(&steer)).await;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let addr = server.local_addr().to_string();
+    loop {
+        let (_, body) = http_get(&addr, "/metrics").await.expect("GET /metrics");
+        if sample(
+            &body,
+            "migratory_inputs_rejected_total",
+            "{reason=\"wrong_role\"}",
+        ) == Some(1.0)
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "wrong_role never counted:\n{body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.shutdown().await.expect("clean stop");
 }

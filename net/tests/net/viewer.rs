@@ -171,6 +171,11 @@ fn protocol_vectors() -> Value {
         (&"x".repeat(32)[..], None),
     ] {
         client.push(json!({ "what": "hello", "name": name, "hash": cached.map(|h| hex(h)), "hex": hex(&p::encode_hello(2, name, cached)) }));
+        client.push(json!({ "what": "hello", "spectate": true, "name": name, "hash": cached.map(|h| hex(h)), "hex": hex(&p::encode_hello_spectating(2, name, cached)) }));
+    }
+    for (seq, x_mm, y_mm) in [(1u32, 512_000i32, -64i32), (u32::MAX, i32::MIN, i32::MAX)] {
+        let m = p::CameraMsg { seq, x_mm, y_mm };
+        client.push(json!({ "what": "camera", "seq": seq, "x_mm": x_mm, "y_mm": y_mm, "hex": hex(&p::encode_camera(&m)) }));
     }
     for (seq, dir_x, dir_y, throttle, cast) in [
         (7u32, -300i16, 12i16, 100u8, true),

@@ -51,12 +51,37 @@ try {
   const cam1 = await page.evaluate(() => ({ ...window.migratory.camera }));
   check(!cam1.follow && cam1.x_mm - cam0.x_mm > 100 * cam0.mmPerPx, `a right-button drag pans (${Math.round(cam0.x_mm)} -> ${Math.round(cam1.x_mm)} mm)`);
 
+  // A spectator: no avatar; holding D moves its camera east, and the server's view follows
+  // (every entity it is sent lies within the view radius of the camera it sent).
+  const eye = await pageWithErrors(browser, errors);
+  await eye.goto(url);
+  await eye.waitForFunction(() => window.migratory?.drawn.terrain === true, null, { timeout: 10000 });
+  await eye.fill("#name", "eye");
+  await eye.click("#spectate");
+  await eye.waitForFunction(() => window.migratory.connection === "spectating" && window.migratory.drawn.entities >= 10, null, { timeout: 10000 });
+  const before = await eye.evaluate(() => ({ cam: { ...window.migratory.sentCamera }, ids: window.migratory.latest.view.map((e) => e.id), own: window.migratory.own }));
+  check(before.own === null && before.ids.length >= 10, `a spectator sees ${before.ids.length} entities and has no avatar`);
+  await eye.screenshot({ path: `${out}/4-spectating.png` });
+  await eye.keyboard.down("KeyD");
+  await eye.waitForTimeout(800);
+  await eye.keyboard.up("KeyD");
+  const inside = () => {
+    const m = window.migratory, c = m.sentCamera, r = m.welcome.viewRadiusMm;
+    return m.latest.view.length > 0 && m.latest.view.every((e) => Math.hypot(e.qx * 64 + 32 - c.x_mm, e.qy * 64 + 32 - c.y_mm) <= r + 64);
+  };
+  await eye.waitForFunction(inside, null, { timeout: 10000 });
+  const after = await eye.evaluate(() => ({ cam: { ...window.migratory.sentCamera }, ids: window.migratory.latest.view.map((e) => e.id) }));
+  const moved = after.cam.x_mm - before.cam.x_mm;
+  const changed = after.ids.filter((id) => !before.ids.includes(id)).length;
+  check(moved > 20000 && changed > 0, `the camera moved east ${Math.round(moved / 1000)} m and the view follows (${changed} new entities, all within the view radius of the camera)`);
+  await eye.screenshot({ path: `${out}/5-spectator-moved.png` });
+
   // A close by the server is shown with its reason, in words.
   console.log("close-now");
   await page.waitForFunction(() => window.migratory.connection.startsWith("closed"), null, { timeout: 15000 });
   const state = await page.evaluate(() => document.getElementById("state").textContent);
   check(state.includes("1001") && /shut/i.test(state), `the close is shown with its reason (${state})`);
-  await page.screenshot({ path: `${out}/4-closed.png` });
+  await page.screenshot({ path: `${out}/6-closed.png` });
   check(errors.length === 0, `no console errors (${errors.join(" | ")})`);
 } finally {
   await browser.close();
