@@ -33,6 +33,13 @@ enum Command {
         /// Address to serve the viewer on (port 0 picks a free port).
         #[arg(long, default_value = "127.0.0.1:7401", value_name = "ADDR")]
         listen: std::net::SocketAddr,
+        /// Another recording of the same world: the viewer jumps to the first tick at which
+        /// they diverge and highlights the entities that differ.
+        #[arg(long, value_name = "OTHER.mrec", conflicts_with = "compare_shards")]
+        compare: Option<PathBuf>,
+        /// Replay the recording on 1 and N shards and show where they diverge, if they do.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+        compare_shards: Option<u16>,
     },
 }
 
@@ -76,7 +83,12 @@ fn main() -> ExitCode {
             print!("{DEFAULT_CONFIG_TOML}");
             ExitCode::SUCCESS
         }
-        Command::View { rec, listen } => match view(rec, listen) {
+        Command::View {
+            rec,
+            listen,
+            compare,
+            compare_shards,
+        } => match view(rec, listen, compare, compare_shards) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e:#}");
@@ -277,14 +289,25 @@ fn say(line: &str) {
     }
 }
 
-fn view(rec: PathBuf, listen: std::net::SocketAddr) -> anyhow::Result<()> {
+fn view(
+    rec: PathBuf,
+    listen: std::net::SocketAddr,
+    compare: Option<PathBuf>,
+    compare_shards: Option<u16>,
+) -> anyhow::Result<()> {
+    use migratory_net::server::replay_view::Compare;
+    let compare = match (compare, compare_shards) {
+        (Some(other), _) => Some(Compare::Recording(other)),
+        (None, Some(n)) => Some(Compare::Shards(n.into())),
+        (None, None) => None,
+    };
     init_logging(debug_enabled());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let handle = migratory_net::server::replay_view::view(rec.clone(), listen).await?;
+        let handle = migratory_net::server::replay_view::view(rec.clone(), listen, compare).await?;
         say(&format!(
             "viewing {} on http://{}/",
             rec.display(),

@@ -9,6 +9,8 @@
 // free camera, which is sent as CAMERA whenever it moved, and the server's snapshots
 // follow it.
 
+import { camera, canvas, circle, drawAvatar, drawBackground, drawBoid, toScreen, toWorld } from "./draw.js";
+import { drawReplay, pickAt, startReplay } from "./replay.js";
 import { ClientDecoder, KIND_AVATAR } from "./snapshot.js";
 import { decodeServer, encodeAck, encodeCamera, encodeHello, encodeInput, encodePing, ZONE_HUNTING_FIELD, ZONE_TOWN } from "./protocol.js";
 
@@ -23,8 +25,6 @@ const CLOSE_REASONS = {
   1013: "the server is full or this client was too slow; try again later",
 };
 
-const canvas = document.getElementById("view");
-const ctx = canvas.getContext("2d");
 const $ = (id) => document.getElementById(id);
 
 /** Everything the page knows; exposed as window.migratory for tests and the console. */
@@ -40,7 +40,7 @@ const state = {
   rttMs: null,
   drawn: { entities: 0, boids: 0, avatars: 0, terrain: false },
   own: null, // the own avatar's drawn position {x_mm, y_mm}
-  camera: { x_mm: 0, y_mm: 0, mmPerPx: 200, follow: true },
+  camera,
   terrain: null, // {image (canvas), cells, worldSizeMm, hash}
   lastCastTick: null,
   spectating: false,
@@ -168,59 +168,18 @@ function positionOf(e, sentTick, tick) {
   return { x_mm: e.qx * 64 + 32 + e.qvx * 2 * dt, y_mm: e.qy * 64 + 32 + e.qvy * 2 * dt };
 }
 
-function toScreen(x_mm, y_mm) {
-  const c = state.camera;
-  return [(x_mm - c.x_mm) / c.mmPerPx + canvas.width / 2 / devicePixelRatio, (y_mm - c.y_mm) / c.mmPerPx + canvas.height / 2 / devicePixelRatio];
-}
-
-function toWorld(px, py) {
-  const c = state.camera;
-  return [(px - canvas.width / 2 / devicePixelRatio) * c.mmPerPx + c.x_mm, (py - canvas.height / 2 / devicePixelRatio) * c.mmPerPx + c.y_mm];
-}
-
-function circle(x_mm, y_mm, r_mm, stroke, fill = null, dash = []) {
-  const [x, y] = toScreen(x_mm, y_mm);
-  ctx.beginPath();
-  ctx.setLineDash(dash);
-  ctx.arc(x, y, r_mm / state.camera.mmPerPx, 0, Math.PI * 2);
-  if (fill) { ctx.fillStyle = fill; ctx.fill(); }
-  if (stroke) { ctx.strokeStyle = stroke; ctx.lineWidth = 1.5; ctx.stroke(); }
-  ctx.setLineDash([]);
-}
-
 function inHuntingField(p) {
   return (state.welcome?.zones ?? []).some((z) => z.kind === ZONE_HUNTING_FIELD && Math.hypot(p.x_mm - z.x_mm, p.y_mm - z.y_mm) <= z.radius_mm);
 }
 
 function draw() {
-  const dpr = devicePixelRatio || 1;
-  if (canvas.width !== Math.round(innerWidth * dpr) || canvas.height !== Math.round(innerHeight * dpr)) {
-    canvas.width = Math.round(innerWidth * dpr);
-    canvas.height = Math.round(innerHeight * dpr);
-  }
-  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  ctx.fillStyle = "#0b1a24";
-  ctx.fillRect(0, 0, innerWidth, innerHeight);
   const cam = state.camera;
-  const t = state.terrain;
-  if (t) {
-    const [x0, y0] = toScreen(0, 0);
-    const size = t.worldSizeMm / cam.mmPerPx;
-    ctx.imageSmoothingEnabled = cam.mmPerPx > t.worldSizeMm / t.cells;
-    ctx.drawImage(t.image, x0, y0, size, size);
-    state.drawn.terrain = true;
-  }
   const w = state.welcome;
-  if (w) {
-    for (const z of w.zones) {
-      if (z.kind === ZONE_TOWN) circle(z.x_mm, z.y_mm, z.radius_mm, "#f0c060", "#f0c06018");
-      else circle(z.x_mm, z.y_mm, z.radius_mm, "#70e090", "#70e09018", [6, 4]);
-    }
-  }
+  state.drawn.terrain = drawBackground(state.terrain, w?.zones) || state.drawn.terrain;
   let boids = 0, avatars = 0;
   if (state.spectating) panWithKeys();
   if (state.replay) {
-    [boids, avatars] = drawReplay();
+    [boids, avatars] = drawReplay(state);
   } else if (state.latest && w) {
     const tick = renderTick();
     const { view, sentTicks, header } = state.latest;
@@ -235,12 +194,7 @@ function draw() {
           state.own = p;
           if (cam.follow) { cam.x_mm = p.x_mm; cam.y_mm = p.y_mm; }
         }
-        ctx.beginPath();
-        ctx.arc(x, y, own ? 7 : 5, 0, Math.PI * 2);
-        ctx.fillStyle = own ? "#ffe27a" : "#e07070";
-        ctx.fill();
-        ctx.strokeStyle = "#000a";
-        ctx.stroke();
+        drawAvatar(x, y, own);
       } else {
         boids++;
         drawBoid(x, y, e.qvx, e.qvy);
@@ -351,10 +305,12 @@ let downAt = null;
 let panFrom = null; // right or middle button: the camera is dragged, and stops following
 canvas.addEventListener("contextmenu", (e) => e.preventDefault());
 canvas.addEventListener("pointerdown", (e) => {
-  // A spectator has nothing to steer: any button (or a finger) drags the camera.
-  if (e.button === 1 || e.button === 2 || state.spectating) {
+  // A spectator or a replay has nothing to steer: any button (or a finger) drags the
+  // camera, and in a replay a click picks an entity.
+  if (e.button === 1 || e.button === 2 || state.spectating || state.replay) {
     panFrom = { x: e.clientX, y: e.clientY };
     state.camera.follow = false;
+    if (state.replay) downAt = { x: e.clientX, y: e.clientY, t: performance.now() };
     return;
   }
   pointer = { x: e.clientX, y: e.clientY };
@@ -370,8 +326,11 @@ canvas.addEventListener("pointermove", (e) => {
   }
 });
 addEventListener("pointerup", (e) => {
-  // A short tap or click without moving casts.
-  if (downAt && performance.now() - downAt.t < 250 && Math.hypot(e.clientX - downAt.x, e.clientY - downAt.y) < 6) castRequested = true;
+  // A short tap or click without moving casts (live) or picks an entity (replay).
+  if (downAt && performance.now() - downAt.t < 250 && Math.hypot(e.clientX - downAt.x, e.clientY - downAt.y) < 6) {
+    if (state.replay) pickAt(state, e.clientX, e.clientY);
+    else castRequested = true;
+  }
   pointer = null;
   downAt = null;
   panFrom = null;
@@ -387,101 +346,7 @@ $("joinform").addEventListener("submit", (e) => {
   connect($("name").value.trim() || "player", e.submitter?.id === "spectate");
 });
 
-// ---- Replay: `migratory-server view REC` serves /replay/info and /replay/state. ----
-
-let lastFrameMs = performance.now();
-
-function drawBoid(x, y, vx, vy) {
-  ctx.save();
-  ctx.translate(x, y);
-  ctx.rotate(Math.atan2(vy, vx));
-  ctx.beginPath();
-  ctx.moveTo(5, 0);
-  ctx.lineTo(-3, 2.5);
-  ctx.lineTo(-3, -2.5);
-  ctx.closePath();
-  ctx.fillStyle = "#dfe9ef";
-  ctx.fill();
-  ctx.restore();
-}
-
-/** Draws the replayed world (god view); returns [boids, avatars] drawn. */
-function drawReplay() {
-  const r = state.replay;
-  const now = performance.now();
-  if (r.playing) {
-    r.tick = Math.min(r.tick + (r.speed * r.info.tick_rate_hz * (now - lastFrameMs)) / 1000, r.info.last_tick);
-    if (r.tick >= r.info.last_tick) r.playing = false;
-  }
-  lastFrameMs = now;
-  requestReplayState(Math.floor(r.tick));
-  let boids = 0, avatars = 0;
-  for (const e of r.entities) {
-    const [x, y] = toScreen(e.x_mm, e.y_mm);
-    if (e.id < r.info.boid_count) {
-      boids++;
-      drawBoid(x, y, e.vx, e.vy);
-    } else {
-      avatars++;
-      ctx.beginPath();
-      ctx.arc(x, y, 5, 0, Math.PI * 2);
-      ctx.fillStyle = "#e07070";
-      ctx.fill();
-    }
-  }
-  $("replay-tick").textContent = r.shown ?? "-";
-  $("replay-slider").value = String(Math.floor(r.tick));
-  $("replay-play").textContent = r.playing ? "pause" : "play";
-  return [boids, avatars];
-}
-
-function requestReplayState(tick) {
-  const r = state.replay;
-  if (r.inFlight || tick === r.shown) return;
-  r.inFlight = true;
-  fetch(`/replay/state?tick=${tick}`)
-    .then((resp) => (resp.ok ? resp.arrayBuffer() : Promise.reject(new Error(`HTTP ${resp.status}`))))
-    .then((buf) => {
-      const dv = new DataView(buf);
-      const n = dv.getUint32(4, true);
-      const entities = new Array(n);
-      for (let i = 0; i < n; i++) {
-        const o = 8 + 16 * i;
-        entities[i] = { id: dv.getUint32(o, true), x_mm: dv.getInt32(o + 4, true), y_mm: dv.getInt32(o + 8, true), vx: dv.getInt16(o + 12, true), vy: dv.getInt16(o + 14, true) };
-      }
-      r.entities = entities;
-      r.shown = dv.getUint32(0, true);
-    })
-    .catch((e) => console.warn("replay state", e))
-    .finally(() => { r.inFlight = false; });
-}
-
-async function startReplay() {
-  // The live server answers 204: no recording here.
-  const resp = await fetch("/replay/info").catch(() => null);
-  if (!resp || resp.status !== 200) return false;
-  const info = await resp.json();
-  state.replay = { info, tick: info.start_tick, shown: null, entities: [], playing: false, speed: 1, inFlight: false };
-  state.camera.follow = false;
-  state.welcome = { zones: info.zones, viewRadiusMm: info.view_radius_mm, tickRateHz: info.tick_rate_hz };
-  $("join").style.display = "none";
-  $("hud").style.display = "none";
-  const bar = document.createElement("div");
-  bar.id = "replay";
-  bar.style.cssText = "position:fixed;left:8px;right:8px;bottom:8px;display:flex;gap:8px;align-items:center;background:#0008;padding:6px 10px;border-radius:6px";
-  bar.innerHTML = `<button id="replay-play">play</button><button id="replay-step">step</button>
-    <select id="replay-speed">${[0.25, 0.5, 1, 2, 4, 8, 16].map((v) => `<option value="${v}"${v === 1 ? " selected" : ""}>${v}x</option>`).join("")}</select>
-    <input id="replay-slider" type="range" min="${info.start_tick}" max="${info.last_tick}" value="${info.start_tick}" style="flex:1">
-    <span>tick <b id="replay-tick">-</b> / ${info.last_tick}</span>`;
-  document.body.appendChild(bar);
-  $("replay-play").onclick = () => { state.replay.playing = !state.replay.playing; };
-  $("replay-step").onclick = () => { const r = state.replay; r.playing = false; r.tick = Math.min(Math.floor(r.tick) + 1, info.last_tick); };
-  $("replay-speed").onchange = (e) => { state.replay.speed = Number(e.target.value); };
-  $("replay-slider").oninput = (e) => { const r = state.replay; r.playing = false; r.tick = Number(e.target.value); };
-  return true;
-}
-
-startReplay().catch((e) => console.error(e));
+startReplay(state).catch((e) => console.error(e));
 
 loadTerrain()
   .then(() => {

@@ -36,6 +36,16 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("../../viewer/main.js"),
     ),
     (
+        "draw.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../viewer/draw.js"),
+    ),
+    (
+        "replay.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../viewer/replay.js"),
+    ),
+    (
         "protocol.js",
         "text/javascript; charset=utf-8",
         include_str!("../../viewer/protocol.js"),

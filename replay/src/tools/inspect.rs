@@ -49,6 +49,38 @@ pub struct InspectReport {
     pub entity: Option<EntityReport>,
 }
 
+/// Entity `id` of `world` as `inspect --entity` shows it (None: no such entity now).
+pub fn entity_report(world: &World, id: u32) -> Option<EntityReport> {
+    let boid_count = world.config().boid_count;
+    if id < boid_count {
+        let b = world.boid(id)?;
+        return Some(EntityReport::Boid {
+            id,
+            x_mm: b.x_mm,
+            y_mm: b.y_mm,
+            vx: b.vx.into(),
+            vy: b.vy.into(),
+        });
+    }
+    let slot = id - boid_count;
+    let p = world
+        .players()
+        .get(slot as usize)
+        .filter(|p| p.active && !p.spectator)?;
+    Some(EntityReport::Avatar {
+        id,
+        slot,
+        client: p.client,
+        name: p.name().to_string(),
+        x_mm: p.x_mm,
+        y_mm: p.y_mm,
+        vx: p.vx,
+        vy: p.vy,
+        score: p.score,
+        acked_tick: (p.acked_tick != u32::MAX).then_some(p.acked_tick),
+    })
+}
+
 /// The state at `tick`: a summary, or one entity.
 pub fn inspect(path: &Path, tick: u32, entity: Option<u32>) -> Result<InspectReport, ToolError> {
     let rec = open(path)?;
@@ -65,38 +97,14 @@ pub fn inspect(path: &Path, tick: u32, entity: Option<u32>) -> Result<InspectRep
     let boid_count = world.config().boid_count;
     let entity = match entity {
         None => None,
-        Some(id) if id < boid_count => {
-            let b = world.boid(id).expect("id below the boid count");
-            Some(EntityReport::Boid {
-                id,
-                x_mm: b.x_mm,
-                y_mm: b.y_mm,
-                vx: b.vx.into(),
-                vy: b.vy.into(),
-            })
-        }
-        Some(id) => {
-            let slot = id - boid_count;
-            match world.players().get(slot as usize).filter(|p| p.active && !p.spectator) {
-                Some(p) => Some(EntityReport::Avatar {
-                    id,
-                    slot,
-                    client: p.client,
-                    name: p.name().to_string(),
-                    x_mm: p.x_mm,
-                    y_mm: p.y_mm,
-                    vx: p.vx,
-                    vy: p.vy,
-                    score: p.score,
-                    acked_tick: (p.acked_tick != u32::MAX).then_some(p.acked_tick),
-                }),
-                None => {
-                    return Err(ToolError::Invalid(format!(
-                        "entity {id} does not exist at tick {tick} (boids are 0..{boid_count}, avatars {boid_count} + slot of a joined player; spectators have none)"
-                    )))
-                }
+        Some(id) => match entity_report(&world, id) {
+            Some(e) => Some(e),
+            None => {
+                return Err(ToolError::Invalid(format!(
+                    "entity {id} does not exist at tick {tick} (boids are 0..{boid_count}, avatars {boid_count} + slot of a joined player; spectators have none)"
+                )))
             }
-        }
+        },
     };
     Ok(InspectReport {
         tick: world.tick(),

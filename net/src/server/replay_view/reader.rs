@@ -1,0 +1,223 @@
+//! The reader thread of `migratory-server view`: it owns the recording (the reader is not
+//! `Send`) and a cursor world, and answers the page's questions about one tick: every
+//! entity (`/replay/state`), one entity with its recent track (`/replay/entity`), and one
+//! client's view as its snapshots gave it (`/replay/client`).
+//!
+//! A request for a later tick within a checkpoint interval steps the cursor forward;
+//! anything else restores the nearest checkpoint at or before the tick and steps from
+//! there, so any answer costs at most one checkpoint interval of steps.
+
+use std::sync::mpsc;
+
+use migratory_kernel::{decode_snapshot_header, World};
+use migratory_replay::tools::entity_report;
+use migratory_replay::Recording;
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+/// Bytes of one entity record in `/replay/state`.
+pub const REPLAY_ENTITY_BYTES: usize = 16;
+const REPLAY_STATE_HEADER_BYTES: usize = 8;
+/// How far back an entity's track reaches, in seconds.
+pub const TRACK_SECONDS: u32 = 3;
+
+/// What the page asks the reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Question {
+    /// Every entity at a tick (the binary layout in the parent module's doc).
+    State { tick: u32 },
+    /// One entity's fields at a tick (as `migratory-replay inspect --entity` prints them)
+    /// and its positions over the `TRACK_SECONDS` before.
+    Entity { tick: u32, id: u32 },
+    /// What client `client` held at a tick: the view its newest snapshot at or before the
+    /// tick gave it, with that snapshot's header and the client's ack.
+    Client { tick: u32, client: u32 },
+}
+
+/// The reader's answer: bytes or JSON, or why not.
+#[derive(Debug)]
+pub enum Answer {
+    Bytes(Vec<u8>),
+    Json(Value),
+}
+
+pub type Request = (Question, oneshot::Sender<Result<Answer, String>>);
+
+/// The recording and the world at the cursor.
+struct Cursor {
+    rec: Recording,
+    world: World,
+    checkpoint_interval_ticks: u32,
+}
+
+impl Cursor {
+    /// Moves the world to `tick` (inside the recording).
+    fn goto(&mut self, tick: u32) -> Result<(), String> {
+        let (first, last) = (self.rec.meta.start_tick, self.rec.last_tick());
+        if tick < first || tick > last {
+            return Err(format!("tick {tick} is outside the recording ({first}..={last})"));
+        }
+        let now = self.world.tick();
+        if tick < now || tick - now > self.checkpoint_interval_ticks {
+            self.world = self.rec.world_at(tick, 1).map_err(|e| e.to_string())?;
+        }
+        self.step_to(tick, |_| {})
+    }
+
+    /// Steps the world up to `tick`, calling `each` after every step.
+    fn step_to(&mut self, tick: u32, mut each: impl FnMut(&World)) -> Result<(), String> {
+        if self.world.tick() >= tick {
+            return Ok(());
+        }
+        for t in self.rec.ticks_from(self.world.tick() + 1) {
+            let t = t.map_err(|e| e.to_string())?;
+            self.world.step(&t.inputs);
+            each(&self.world);
+            if self.world.tick() >= tick {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn answer(&mut self, q: Question) -> Result<Answer, String> {
+        match q {
+            Question::State { tick } => {
+                self.goto(tick)?;
+                Ok(Answer::Bytes(encode_state(&self.world)))
+            }
+            Question::Entity { tick, id } => {
+                let span = TRACK_SECONDS * self.world.config().tick_rate_hz;
+                let from = tick.saturating_sub(span).max(self.rec.meta.start_tick);
+                self.goto(from)?;
+                let mut track = Vec::with_capacity(span as usize + 1);
+                let mut push = |w: &World| {
+                    if let Some((x, y)) = position_of(w, id) {
+                        track.push([w.tick() as i64, x.into(), y.into()]);
+                    }
+                };
+                push(&self.world);
+                self.step_to(tick, push)?;
+                let entity = entity_report(&self.world, id)
+                    .ok_or_else(|| format!("entity {id} does not exist at tick {tick}"))?;
+                Ok(Answer::Json(
+                    json!({ "tick": tick, "entity": entity, "track": track }),
+                ))
+            }
+            Question::Client { tick, client } => self.client_view(tick, client),
+        }
+    }
+
+    fn client_view(&mut self, tick: u32, client: u32) -> Result<Answer, String> {
+        self.goto(tick)?;
+        let interval = self.world.config().snapshot_interval_ticks;
+        let Some(slot) = self.world.slot_of(client) else {
+            return Err(format!("client {client} is not in the world at tick {tick}"));
+        };
+        // Clients get a snapshot when (slot + tick) is a multiple of the interval.
+        let sent = tick - (slot + tick) % interval;
+        if sent <= self.rec.meta.start_tick {
+            return Err(format!(
+                "client {client} has no snapshot at or before tick {tick} here"
+            ));
+        }
+        // Step the tick itself (not restore onto it), so its output holds the snapshot.
+        self.goto(sent - 1)?;
+        self.step_to(sent, |_| {})?;
+        let w = &self.world;
+        let Some(bytes) = w
+            .output()
+            .snapshots()
+            .find(|s| s.client == client)
+            .map(|s| s.bytes)
+        else {
+            return Err(format!("client {client} had not joined by tick {sent}"));
+        };
+        let header = decode_snapshot_header(bytes).map_err(|e| e.to_string())?;
+        let view: Vec<[i64; 6]> = w
+            .client_view(client, sent)
+            .unwrap_or(&[])
+            .iter()
+            .map(|e| {
+                [
+                    e.id.into(),
+                    e.qx.into(),
+                    e.qy.into(),
+                    e.qvx.into(),
+                    e.qvy.into(),
+                    e.kind.into(),
+                ]
+            })
+            .collect();
+        let p = w.players()[slot as usize];
+        Ok(Answer::Json(json!({
+            "tick": tick,
+            "client": client,
+            "name": p.name(),
+            "spectator": p.spectator,
+            "avatar_id": header.avatar_id,
+            "centre": [p.x_mm, p.y_mm],
+            "snapshot_tick": sent,
+            "baseline_tick": header.baseline_tick,
+            "snapshot_bytes": bytes.len(),
+            "acked_tick": (p.acked_tick != u32::MAX).then_some(p.acked_tick),
+            "view": view,
+        })))
+    }
+}
+
+/// Where entity `id` is in `world`, if it exists.
+fn position_of(world: &World, id: u32) -> Option<(i32, i32)> {
+    let boid_count = world.config().boid_count;
+    if id < boid_count {
+        return world.boid(id).map(|b| (b.x_mm, b.y_mm));
+    }
+    let p = world.players().get((id - boid_count) as usize)?;
+    (p.active && !p.spectator).then_some((p.x_mm, p.y_mm))
+}
+
+/// Every entity of `world` in the `/replay/state` layout.
+fn encode_state(world: &World) -> Vec<u8> {
+    let boids = world.boids();
+    let avatars: Vec<_> = world
+        .players()
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.active && !p.spectator)
+        .collect();
+    let n = boids.len() + avatars.len();
+    let mut out = Vec::with_capacity(REPLAY_STATE_HEADER_BYTES + n * REPLAY_ENTITY_BYTES);
+    out.extend_from_slice(&world.tick().to_le_bytes());
+    out.extend_from_slice(&(n as u32).to_le_bytes());
+    let mut push = |id: u32, x: i32, y: i32, vx: i32, vy: i32| {
+        out.extend_from_slice(&id.to_le_bytes());
+        out.extend_from_slice(&x.to_le_bytes());
+        out.extend_from_slice(&y.to_le_bytes());
+        out.extend_from_slice(&(vx.clamp(-32768, 32767) as i16).to_le_bytes());
+        out.extend_from_slice(&(vy.clamp(-32768, 32767) as i16).to_le_bytes());
+    };
+    for (id, b) in boids.iter().enumerate() {
+        push(id as u32, b.x_mm, b.y_mm, i32::from(b.vx), i32::from(b.vy));
+    }
+    for (slot, p) in avatars {
+        push(world.avatar_id(slot as u32), p.x_mm, p.y_mm, p.vx, p.vy);
+    }
+    debug_assert_eq!(out.len(), REPLAY_STATE_HEADER_BYTES + n * REPLAY_ENTITY_BYTES);
+    out
+}
+
+/// The reader thread's loop: answers questions until every sender is gone.
+pub fn serve(rec: Recording, world: World, requests: mpsc::Receiver<Request>) {
+    let checkpoint_interval_ticks = rec
+        .checkpoints()
+        .nth(1)
+        .map_or(600, |c| c.first_tick.saturating_sub(rec.meta.start_tick).max(1));
+    let mut cursor = Cursor {
+        rec,
+        world,
+        checkpoint_interval_ticks,
+    };
+    for (question, reply) in requests {
+        let _ = reply.send(cursor.answer(question));
+    }
+}

@@ -1,0 +1,76 @@
+// Drawing shared by the live and the replay viewer: the canvas, the camera (a world point
+// at the canvas centre and a zoom in mm per CSS pixel), the terrain and zones, boids and
+// avatars.
+
+import { ZONE_TOWN } from "./protocol.js";
+
+export const canvas = document.getElementById("view");
+export const ctx = canvas.getContext("2d");
+export const camera = { x_mm: 0, y_mm: 0, mmPerPx: 200, follow: true };
+
+export function toScreen(x_mm, y_mm) {
+  return [(x_mm - camera.x_mm) / camera.mmPerPx + canvas.width / 2 / devicePixelRatio, (y_mm - camera.y_mm) / camera.mmPerPx + canvas.height / 2 / devicePixelRatio];
+}
+
+export function toWorld(px, py) {
+  return [(px - canvas.width / 2 / devicePixelRatio) * camera.mmPerPx + camera.x_mm, (py - canvas.height / 2 / devicePixelRatio) * camera.mmPerPx + camera.y_mm];
+}
+
+export function circle(x_mm, y_mm, r_mm, stroke, fill = null, dash = []) {
+  const [x, y] = toScreen(x_mm, y_mm);
+  ctx.beginPath();
+  ctx.setLineDash(dash);
+  ctx.arc(x, y, r_mm / camera.mmPerPx, 0, Math.PI * 2);
+  if (fill) { ctx.fillStyle = fill; ctx.fill(); }
+  if (stroke) { ctx.strokeStyle = stroke; ctx.lineWidth = 1.5; ctx.stroke(); }
+  ctx.setLineDash([]);
+}
+
+/** A boid at screen (x, y), pointing along its velocity. */
+export function drawBoid(x, y, vx, vy) {
+  ctx.save();
+  ctx.translate(x, y);
+  ctx.rotate(Math.atan2(vy, vx));
+  ctx.beginPath();
+  ctx.moveTo(5, 0);
+  ctx.lineTo(-3, 2.5);
+  ctx.lineTo(-3, -2.5);
+  ctx.closePath();
+  ctx.fillStyle = "#dfe9ef";
+  ctx.fill();
+  ctx.restore();
+}
+
+/** An avatar at screen (x, y); the client's own one larger and yellow. */
+export function drawAvatar(x, y, own = false) {
+  ctx.beginPath();
+  ctx.arc(x, y, own ? 7 : 5, 0, Math.PI * 2);
+  ctx.fillStyle = own ? "#ffe27a" : "#e07070";
+  ctx.fill();
+  ctx.strokeStyle = "#000a";
+  ctx.stroke();
+}
+
+/** Sizes the canvas to the window, clears it and draws the terrain and the zones.
+ * Returns whether the terrain was drawn. */
+export function drawBackground(terrain, zones) {
+  const dpr = devicePixelRatio || 1;
+  if (canvas.width !== Math.round(innerWidth * dpr) || canvas.height !== Math.round(innerHeight * dpr)) {
+    canvas.width = Math.round(innerWidth * dpr);
+    canvas.height = Math.round(innerHeight * dpr);
+  }
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.fillStyle = "#0b1a24";
+  ctx.fillRect(0, 0, innerWidth, innerHeight);
+  if (terrain) {
+    const [x0, y0] = toScreen(0, 0);
+    const size = terrain.worldSizeMm / camera.mmPerPx;
+    ctx.imageSmoothingEnabled = camera.mmPerPx > terrain.worldSizeMm / terrain.cells;
+    ctx.drawImage(terrain.image, x0, y0, size, size);
+  }
+  for (const z of zones ?? []) {
+    if (z.kind === ZONE_TOWN) circle(z.x_mm, z.y_mm, z.radius_mm, "#f0c060", "#f0c06018");
+    else circle(z.x_mm, z.y_mm, z.radius_mm, "#70e090", "#70e09018", [6, 4]);
+  }
+  return Boolean(terrain);
+}
