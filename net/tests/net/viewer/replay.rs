@@ -1,0 +1,340 @@
+//! The replay viewer in Debian's Chromium (`viewer/test/replay.mjs`), checked against the
+//! recording computed independently here.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+use super::{ensure_npm_packages, viewer_dir};
+
+/// Writes a copy of the recording at `from` into `to` in which one input of tick `at` is
+/// changed: client `client`'s steering is swapped for a hard turn east. Returns nothing;
+/// the copy diverges from `at` on.
+fn write_diverging_copy(from: &std::path::Path, to: &std::path::Path, at: u32, client: u32) {
+    use migratory_kernel::Input;
+    let rec = migratory_replay::Recording::open(from).expect("open");
+    let mut world = rec.start_world(1).expect("start");
+    let file = std::io::BufWriter::new(std::fs::File::create(to).expect("create"));
+    let options = migratory_replay::WriterOptions {
+        block_ticks: 20,
+        checkpoint_interval_ticks: 100,
+        fsync_every_blocks: 0,
+    };
+    let mut writer = migratory_replay::RecordingWriter::new(file, &world, 1, options).expect("writer");
+    for t in rec.ticks_from(rec.first_tick()) {
+        let mut t = t.expect("tick");
+        if t.tick == at {
+            t.inputs.inputs.push(Input::Steer {
+                client,
+                seq: 1_000_000,
+                dir_x: 1000,
+                dir_y: 0,
+                throttle: 100,
+            });
+        }
+        world.step(&t.inputs);
+        let out = world.output().clone();
+        writer.record_tick(&t.inputs, &out, &world).expect("record");
+    }
+    writer.finish().expect("finish");
+}
+
+/// The replay viewer (`migratory-server view --compare`) in Chromium, against what the
+/// recording says computed here independently: seeking forward past a checkpoint and then
+/// back shows exactly the entities of the recorded world at that tick (as
+/// `migratory-replay inspect --tick` computes it: restore, then step); the timeline's join,
+/// leave, cast and catch markers agree tick by tick with the world's own outputs; clicking
+/// an avatar shows its `inspect --entity` fields and its track; "as client N saw it" draws
+/// the view the kernel holds for that client; and the jump to the first divergence from a
+/// copy with one changed input lands on that tick with the changed avatar highlighted.
+#[test]
+fn the_replay_viewer_shows_the_recorded_world_at_a_sought_tick() {
+    use migratory_replay::tools::{synth, SynthOptions};
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").exists(),
+        "the browser tests need Debian's chromium at /usr/bin/chromium (.ci/run installs it)"
+    );
+    ensure_npm_packages();
+    let dir = crate::common::TempDir::new("replay-view");
+    let rec_path = dir.path().join("session.mrec");
+    let other_path = dir.path().join("other.mrec");
+    let config = migratory_replay::testkit::small_config(9, 1_500);
+    let options = SynthOptions {
+        script: migratory_kernel::ScriptConfig {
+            seed: 9,
+            clients: 4,
+            join_spread_ticks: 10,
+            drop_per_mille: 200,
+            hunter_per_mille: 1000,
+            spectator_per_mille: 250,
+            tick_rate_hz: config.tick_rate_hz,
+            ..migratory_kernel::ScriptConfig::default()
+        },
+        config,
+        ticks: 900,
+        shards: 1,
+        writer: migratory_replay::WriterOptions {
+            block_ticks: 20,
+            checkpoint_interval_ticks: 100,
+            fsync_every_blocks: 0,
+        },
+    };
+    synth(&options, &rec_path).expect("synth");
+    let rec = migratory_replay::Recording::open(&rec_path).expect("open");
+    let changed_client = rec
+        .world_at(150, 1)
+        .expect("world_at")
+        .players()
+        .iter()
+        .find(|p| p.active && !p.spectator)
+        .expect("a player by tick 150")
+        .client;
+    write_diverging_copy(&rec_path, &other_path, 150, changed_client);
+    let ticks = [250u32, 37];
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let out_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("viewer-screenshots");
+    let output = rt.block_on(async {
+        let compare = migratory_net::server::replay_view::Compare::Recording(other_path.clone());
+        let view = migratory_net::server::replay_view::view(
+            rec_path.clone(),
+            "127.0.0.1:0".parse().expect("addr"),
+            Some(compare),
+        )
+        .await
+        .expect("view");
+        let url = format!("http://{}/", view.local_addr);
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new("node")
+                .arg(viewer_dir().join("test/replay.mjs"))
+                .arg(&url)
+                .arg(&out_dir)
+                .args(ticks.iter().map(u32::to_string))
+                .output()
+                .expect("node")
+        })
+        .await
+        .expect("join");
+        view.task.abort();
+        out
+    });
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the replay browser test failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    let of = |what: &str| -> Vec<&Value> { lines.iter().filter(|l| l["what"] == what).collect() };
+    let states = of("state");
+    assert_eq!(states.len(), ticks.len());
+    for (line, &tick) in states.iter().zip(&ticks) {
+        assert_eq!(line["tick"], tick);
+        let world = rec.world_at(tick, 1).expect("world_at");
+        let mut expected: Vec<(u32, i64, i64, i64, i64)> = world
+            .boids()
+            .iter()
+            .enumerate()
+            .map(|(id, b)| {
+                (
+                    id as u32,
+                    i64::from(b.x_mm),
+                    i64::from(b.y_mm),
+                    i64::from(b.vx),
+                    i64::from(b.vy),
+                )
+            })
+            .collect();
+        for (slot, p) in world
+            .players()
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.active && !p.spectator)
+        {
+            expected.push((
+                world.avatar_id(slot as u32),
+                i64::from(p.x_mm),
+                i64::from(p.y_mm),
+                i64::from(p.vx),
+                i64::from(p.vy),
+            ));
+        }
+        let drawn: Vec<(u32, i64, i64, i64, i64)> = line["entities"]
+            .as_array()
+            .expect("entities")
+            .iter()
+            .map(|e| {
+                let n = |k: &str| e[k].as_i64().expect("number");
+                (n("id") as u32, n("x_mm"), n("y_mm"), n("vx"), n("vy"))
+            })
+            .collect();
+        assert!(expected.len() > 300, "boids and avatars at tick {tick}");
+        assert_eq!(drawn, expected, "tick {tick}");
+        assert_eq!(line["drawn"].as_u64(), Some(expected.len() as u64));
+    }
+    check_markers(&rec, of("markers")[0]);
+    check_inspected(&rec, ticks[0], of("inspected")[0]);
+    check_client_view(&rec, ticks[0], of("client")[0]);
+    // The divergence: at tick 150, the changed client's avatar among the highlighted.
+    let d = of("divergence")[0];
+    let report = migratory_replay::tools::diff(&rec_path, &other_path).expect("diff");
+    assert_eq!(report.first_divergent_tick, Some(150));
+    assert_eq!(d["divergence"]["status"], "found", "{d}");
+    assert_eq!(d["divergence"]["tick"], 150);
+    assert_eq!(d["shown"], 150);
+    let world = rec.world_at(150, 1).expect("world_at");
+    let avatar = world.avatar_id(world.slot_of(changed_client).expect("slot"));
+    let highlighted: Vec<u64> = d["highlighted"]
+        .as_array()
+        .expect("ids")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert!(
+        highlighted.contains(&u64::from(avatar)),
+        "avatar {avatar} not among {highlighted:?}"
+    );
+}
+
+/// The markers against the world's own per-tick outputs: every join, spectate and leave
+/// by client, the casts that worked and the boids caught per tick.
+fn check_markers(rec: &migratory_replay::Recording, line: &Value) {
+    use migratory_net::server::replay_view::marker;
+    use std::collections::BTreeMap;
+    let markers = &line["markers"];
+    assert_eq!(markers["complete"], true);
+    assert!(markers["error"].is_null(), "{}", markers["error"]);
+    let rows: Vec<[u32; 4]> = serde_json::from_value(markers["markers"].clone()).expect("rows");
+    let mut world = rec.start_world(1).expect("start");
+    let (mut joins, mut leaves, mut casts, mut caught) =
+        (Vec::new(), Vec::new(), BTreeMap::new(), BTreeMap::new());
+    for t in rec.ticks_from(rec.first_tick()) {
+        let t = t.expect("tick");
+        let out = world.step(&t.inputs);
+        for j in &out.joined {
+            let kind = if j.spectator {
+                marker::SPECTATE
+            } else {
+                marker::JOIN
+            };
+            joins.push([out.tick, kind, j.client, 0]);
+        }
+        leaves.extend(out.left.iter().map(|&c| [out.tick, marker::LEAVE, c, 0]));
+        if out.casts.made > 0 {
+            casts.insert(out.tick, out.casts.made);
+        }
+        if out.casts.caught > 0 {
+            caught.insert(out.tick, out.casts.caught);
+        }
+    }
+    let kind = |k: u32| -> Vec<[u32; 4]> { rows.iter().filter(|r| r[1] == k).copied().collect() };
+    let mut got_joins: Vec<[u32; 4]> = rows
+        .iter()
+        .filter(|r| r[1] == marker::JOIN || r[1] == marker::SPECTATE)
+        .copied()
+        .collect();
+    got_joins.sort();
+    joins.sort();
+    assert!(joins.len() >= 4, "every client joins");
+    assert_eq!(got_joins, joins);
+    assert_eq!(kind(marker::LEAVE), leaves);
+    let per_tick = |k: u32, n: bool| -> BTreeMap<u32, u32> {
+        let mut m = BTreeMap::new();
+        for r in kind(k) {
+            *m.entry(r[0]).or_insert(0) += if n { r[3] } else { 1 };
+        }
+        m
+    };
+    assert!(
+        !casts.is_empty() && !caught.is_empty(),
+        "the hunters cast and catch: {casts:?} {caught:?}"
+    );
+    assert_eq!(per_tick(marker::CAST, false), casts);
+    assert_eq!(per_tick(marker::CATCH, true), caught);
+    // Bots drop a fifth of their snapshots and never ack them.
+    let unacked = kind(marker::UNACKED).len();
+    assert!(unacked > 0, "no unacked snapshot marked");
+    let clients = markers["clients"].as_array().expect("clients");
+    let total: u64 = clients
+        .iter()
+        .map(|c| c["unacked"].as_u64().expect("unacked"))
+        .sum();
+    assert_eq!(total as usize, unacked);
+    assert!(line["drawn"].as_u64().is_some_and(|n| n > 0));
+}
+
+/// The inspector: the picked avatar's fields as `inspect --entity` makes them, and its
+/// track tick by tick over the last seconds.
+fn check_inspected(rec: &migratory_replay::Recording, tick: u32, line: &Value) {
+    let id = line["picked"].as_u64().expect("picked") as u32;
+    let world = rec.world_at(tick, 1).expect("world_at");
+    let expected = migratory_replay::tools::entity_report(&world, id).expect("the avatar exists");
+    let inspected = &line["inspected"];
+    assert_eq!(inspected["tick"], tick);
+    assert_eq!(
+        inspected["entity"],
+        serde_json::to_value(&expected).expect("json")
+    );
+    assert!(line["panel"]
+        .as_str()
+        .is_some_and(|p| p.contains(&format!("entity {id}"))));
+    let track = inspected["track"].as_array().expect("track");
+    let span = migratory_net::server::replay_view::TRACK_SECONDS * world.config().tick_rate_hz;
+    assert!(!track.is_empty() && track.len() <= span as usize + 1);
+    for point in [track.first(), track.get(track.len() / 2), track.last()]
+        .into_iter()
+        .flatten()
+    {
+        let t = point[0].as_u64().expect("tick") as u32;
+        let w = rec.world_at(t, 1).expect("world_at");
+        let p = w.players()[(id - w.config().boid_count) as usize];
+        assert_eq!(
+            (point[1].as_i64(), point[2].as_i64()),
+            (Some(i64::from(p.x_mm)), Some(i64::from(p.y_mm))),
+            "track at {t}"
+        );
+    }
+    assert_eq!(track.last().map(|p| p[0].as_u64()), Some(Some(u64::from(tick))));
+}
+
+/// "As client N saw it": the view the kernel holds for N after its newest snapshot at or
+/// before the tick, drawn entity for entity.
+fn check_client_view(rec: &migratory_replay::Recording, tick: u32, line: &Value) {
+    let view = &line["view"];
+    let client = view["client"].as_u64().expect("client") as u32;
+    let sent = view["snapshot_tick"].as_u64().expect("snapshot tick") as u32;
+    assert!(
+        sent <= tick && tick - sent < 3,
+        "snapshot of tick {sent} for tick {tick}"
+    );
+    let world = rec.world_at(sent, 1).expect("world_at");
+    let expected: Vec<[i64; 6]> = world
+        .client_view(client, sent)
+        .expect("the client's view")
+        .iter()
+        .map(|e| {
+            [
+                e.id.into(),
+                e.qx.into(),
+                e.qy.into(),
+                e.qvx.into(),
+                e.qvy.into(),
+                e.kind.into(),
+            ]
+        })
+        .collect();
+    let got: Vec<[i64; 6]> = serde_json::from_value(view["view"].clone()).expect("view rows");
+    assert!(!expected.is_empty());
+    assert_eq!(got, expected);
+    assert_eq!(line["drawn"].as_u64(), Some(expected.len() as u64));
+    let p = world.players()[world.slot_of(client).expect("slot") as usize];
+    let acked = (p.acked_tick != u32::MAX).then_some(u64::from(p.acked_tick));
+    assert_eq!(view["acked_tick"].as_u64(), acked);
+}
