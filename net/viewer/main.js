@@ -9,7 +9,7 @@
 // free camera, which is sent as CAMERA whenever it moved, and the server's snapshots
 // follow it.
 
-import { camera, canvas, circle, drawAvatar, drawBackground, drawBoid, toScreen, toWorld } from "./draw.js";
+import { camera, canvas, circle, drawAvatar, drawBackground, drawBoid, flushEntities, toScreen, toWorld } from "./draw.js";
 import { drawReplay, pickAt, startReplay } from "./replay.js";
 import { ClientDecoder, KIND_AVATAR } from "./snapshot.js";
 import { decodeServer, encodeAck, encodeCamera, encodeHello, encodeInput, encodePing, ZONE_HUNTING_FIELD, ZONE_TOWN } from "./protocol.js";
@@ -44,6 +44,7 @@ const state = {
   terrain: null, // {image (canvas), cells, worldSizeMm, hash}
   lastCastTick: null,
   spectating: false,
+  drawMs: [], // how long each of the last 600 frames took to draw
   sentCamera: null, // a spectator's camera as last sent {x_mm, y_mm}: the server's view centre
 };
 window.migratory = state;
@@ -173,6 +174,7 @@ function inHuntingField(p) {
 }
 
 function draw() {
+  const started = performance.now();
   const cam = state.camera;
   const w = state.welcome;
   state.drawn.terrain = drawBackground(state.terrain, w?.zones) || state.drawn.terrain;
@@ -200,6 +202,7 @@ function draw() {
         drawBoid(x, y, e.qvx, e.qvy);
       }
     }
+    flushEntities();
     if (state.sentCamera) circle(state.sentCamera.x_mm, state.sentCamera.y_mm, w.viewRadiusMm, "#ffffff40", null, [2, 6]);
     if (state.own) {
       circle(state.own.x_mm, state.own.y_mm, w.viewRadiusMm, "#ffffff40", null, [2, 6]);
@@ -209,6 +212,9 @@ function draw() {
   }
   state.drawn = { entities: boids + avatars, boids, avatars, terrain: state.drawn.terrain };
   if (!state.replay) hud();
+  // The cost of the last frames' drawing, for the frame-time benchmark and the console.
+  state.drawMs.push(performance.now() - started);
+  if (state.drawMs.length > 600) state.drawMs.shift();
   requestAnimationFrame(draw);
 }
 

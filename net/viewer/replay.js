@@ -4,7 +4,7 @@
 // a click inspects an entity (its fields as `migratory-replay inspect` prints them, and
 // its track); with --compare, the first divergent tick and the entities that differ.
 
-import { circle, ctx, drawAvatar, drawBoid, toScreen } from "./draw.js";
+import { circle, ctx, drawAvatar, drawBoid, flushEntities, toScreen } from "./draw.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -76,13 +76,17 @@ export async function startReplay(state) {
   return true;
 }
 
+/** Fetches the markers as the server's scan finds them: only the new ones each time. */
 async function pollMarkers(r) {
+  const all = [];
   for (;;) {
     try {
-      r.markers = await json("/replay/markers");
+      const m = await json(`/replay/markers?from=${all.length}`);
+      if (m.from === all.length) for (const row of m.markers) all.push(row);
+      r.markers = { ...m, markers: all };
       r.markersDrawnFor = null;
       const select = $("replay-view");
-      for (const c of r.markers.clients) {
+      for (const c of m.clients) {
         if (![...select.options].some((o) => o.value === String(c.client))) {
           const o = document.createElement("option");
           o.value = String(c.client);
@@ -90,11 +94,11 @@ async function pollMarkers(r) {
           select.appendChild(o);
         }
       }
-      if (r.markers.complete) return;
+      if (m.complete && all.length === m.total) return;
     } catch (e) {
       console.warn("markers", e);
     }
-    await new Promise((ok) => setTimeout(ok, 500));
+    await new Promise((ok) => setTimeout(ok, 1000));
   }
 }
 
@@ -137,19 +141,23 @@ export function drawReplay(state) {
   if (cv) {
     const [cx, cy] = cv.centre;
     circle(cx, cy, r.info.view_radius_mm, "#ffffff60", null, [2, 6]);
+    const rings = [];
     for (const [id, qx, qy, qvx, qvy, kind] of cv.view) {
       const [x, y] = toScreen(qx * 64 + 32, qy * 64 + 32);
       if (kind === 1) { avatars++; drawAvatar(x, y, id === cv.avatar_id); } else { boids++; drawBoid(x, y, qvx, qvy); }
-      if (r.highlight.has(id)) ring(x, y, "#ff5050");
-      if (id === r.selected) ring(x, y, "#40e0ff");
+      if (r.highlight.has(id) || id === r.selected) rings.push([x, y, id]);
     }
+    flushEntities();
+    for (const [x, y, id] of rings) ring(x, y, id === r.selected ? "#40e0ff" : "#ff5050");
   } else {
+    const rings = [];
     for (const e of r.entities) {
       const [x, y] = toScreen(e.x_mm, e.y_mm);
       if (e.id < r.info.boid_count) { boids++; drawBoid(x, y, e.vx, e.vy); } else { avatars++; drawAvatar(x, y); }
-      if (r.highlight.has(e.id)) ring(x, y, "#ff5050");
-      if (e.id === r.selected) ring(x, y, "#40e0ff");
+      if (r.highlight.has(e.id) || e.id === r.selected) rings.push([x, y, e.id]);
     }
+    flushEntities();
+    for (const [x, y, id] of rings) ring(x, y, id === r.selected ? "#40e0ff" : "#ff5050");
   }
   drawTrack(r);
   drawMarkers(r);

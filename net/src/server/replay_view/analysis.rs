@@ -52,12 +52,16 @@ pub struct ClientLine {
 }
 
 impl Markers {
-    pub fn to_json(&self) -> Value {
+    /// The JSON of `/replay/markers?from=N`: the markers from index `from` on (a page polls
+    /// while the scan runs and asks only for what it has not got), with the total.
+    pub fn to_json(&self, from: usize) -> Value {
         json!({
             "complete": self.complete,
             "scanned_tick": self.scanned_tick,
             "error": self.error,
-            "markers": self.markers,
+            "total": self.markers.len(),
+            "from": from.min(self.markers.len()),
+            "markers": &self.markers[from.min(self.markers.len())..],
             "clients": self.clients.iter().map(|(c, l)| {
                 let mut v = serde_json::to_value(l).unwrap_or_default();
                 v["client"] = json!(c);

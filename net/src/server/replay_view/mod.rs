@@ -6,9 +6,9 @@
 //! Routes: `/` and `/viewer/*` (the viewer's files, which switch to replay mode when
 //! `/replay/info` answers), `/viewer/terrain`, `/replay/info` (JSON: `start_tick`,
 //! `last_tick`, `tick_rate_hz`, `world_size_mm`, `boid_count`, `view_radius_mm`,
-//! `snapshot_interval_ticks`, `zones`), `/replay/markers` (JSON, grows while the scan
-//! runs: `complete`, `scanned_tick`, `markers` as `[tick, kind, client, n]` with the kinds
-//! of `analysis::marker`, `clients`), `/replay/divergence` (JSON `status`: `off`,
+//! `snapshot_interval_ticks`, `zones`), `/replay/markers?from=N` (JSON, grows while the
+//! scan runs: `complete`, `scanned_tick`, `total`, `markers` from index N on as `[tick,
+//! kind, client, n]` with the kinds of `analysis::marker`, `clients`), `/replay/divergence` (JSON `status`: `off`,
 //! `pending`, `none`, `found` with `tick` and `entities`, or `error`),
 //! `/replay/entity?tick=T&id=ID` (JSON: the entity as `migratory-replay inspect` prints
 //! it, and its `track` as `[tick, x_mm, y_mm]` over the last `reader::TRACK_SECONDS`),
@@ -66,6 +66,11 @@ struct TickQuery {
     tick: u32,
     id: Option<u32>,
     client: Option<u32>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct FromQuery {
+    from: Option<usize>,
 }
 
 async fn ask(s: &ViewState, question: Question) -> Response {
@@ -230,10 +235,13 @@ pub async fn view(
         )
         .route(
             "/replay/markers",
-            get(|State(s): State<Arc<ViewState>>| async move {
-                let v = s.markers.lock().map(|m| m.to_json()).unwrap_or_default();
-                axum::Json(v)
-            }),
+            get(
+                |State(s): State<Arc<ViewState>>, Query(q): Query<FromQuery>| async move {
+                    let from = q.from.unwrap_or(0);
+                    let v = s.markers.lock().map(|m| m.to_json(from)).unwrap_or_default();
+                    axum::Json(v)
+                },
+            ),
         )
         .route(
             "/replay/divergence",

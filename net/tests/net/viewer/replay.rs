@@ -212,6 +212,11 @@ fn check_markers(rec: &migratory_replay::Recording, line: &Value) {
     assert_eq!(markers["complete"], true);
     assert!(markers["error"].is_null(), "{}", markers["error"]);
     let rows: Vec<[u32; 4]> = serde_json::from_value(markers["markers"].clone()).expect("rows");
+    assert_eq!(
+        markers["total"].as_u64(),
+        Some(rows.len() as u64),
+        "every marker fetched"
+    );
     let mut world = rec.start_world(1).expect("start");
     let (mut joins, mut leaves, mut casts, mut caught) =
         (Vec::new(), Vec::new(), BTreeMap::new(), BTreeMap::new());
