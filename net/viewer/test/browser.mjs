@@ -76,6 +76,29 @@ try {
   check(moved > 20000 && changed > 0, `the camera moved east ${Math.round(moved / 1000)} m and the view follows (${changed} new entities, all within the view radius of the camera)`);
   await eye.screenshot({ path: `${out}/5-spectator-moved.png` });
 
+  // A phone: a touch screen at 390 x 844; holding a finger east of the avatar steers it
+  // east (real touch events through the DevTools protocol), and the page does not scroll.
+  const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 3, isMobile: true, hasTouch: true });
+  const mobile = await phone.newPage();
+  mobile.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  mobile.on("pageerror", (e) => errors.push(String(e)));
+  await mobile.goto(url);
+  await mobile.waitForFunction(() => window.migratory?.drawn.terrain === true, null, { timeout: 10000 });
+  await mobile.fill("#name", "phone");
+  await mobile.tap("#play");
+  await mobile.waitForFunction(() => window.migratory.connection === "playing" && window.migratory.own, null, { timeout: 10000 });
+  const cdp = await phone.newCDPSession(mobile);
+  const at = await mobile.evaluate(() => { const m = window.migratory; return { x: innerWidth / 2 + 120, y: innerHeight / 2, x0: m.own.x_mm }; });
+  const touch = (type, points) => cdp.send("Input.dispatchTouchEvent", { type, touchPoints: points });
+  await touch("touchStart", [{ x: at.x, y: at.y }]);
+  for (let i = 0; i < 15; i++) { await mobile.waitForTimeout(100); await touch("touchMove", [{ x: at.x, y: at.y + (i % 2) }]); }
+  await touch("touchEnd", []);
+  const east = await mobile.evaluate((x0) => window.migratory.own.x_mm - x0, at.x0);
+  const scrolled = await mobile.evaluate(() => scrollX + scrollY);
+  check(east > 2000 && scrolled === 0, `a held finger steers on a phone (${Math.round(east)} mm east, page scroll ${scrolled})`);
+  await mobile.screenshot({ path: `${out}/5b-phone.png` });
+  await phone.close();
+
   // A close by the server is shown with its reason, in words.
   console.log("close-now");
   await page.waitForFunction(() => window.migratory.connection.startsWith("closed"), null, { timeout: 15000 });
