@@ -57,6 +57,13 @@ try {
   const cv = await page.evaluate(() => ({ view: window.migratory.replay.clientView, drawn: window.migratory.drawn.entities }));
   await page.screenshot({ path: `${out}/replay-as-client.png` });
   say("client", cv);
+  // Three steps forward, still as that client (the server steps its cursor, watching it).
+  for (let k = 1; k <= 3; k++) {
+    await page.click("#replay-step");
+    await page.waitForFunction(([c, t]) => window.migratory.replay.clientView?.client === c && window.migratory.replay.clientView.tick === t, [client, tick + k], { timeout: 10000 });
+  }
+  await page.waitForTimeout(100);
+  say("client-later", await page.evaluate(() => ({ view: window.migratory.replay.clientView, drawn: window.migratory.drawn.entities })));
   await page.selectOption("#replay-view", "");
 
   // The first divergence, when the server compares.

@@ -48,6 +48,18 @@ struct Cursor {
     rec: Recording,
     world: World,
     checkpoint_interval_ticks: u32,
+    /// The client whose snapshots the cursor keeps while it steps (the page asks about one
+    /// client at a time, tick after tick).
+    watch: Option<Watch>,
+}
+
+/// The newest snapshot of one client seen while stepping.
+struct Watch {
+    client: u32,
+    /// Every step after this tick was seen (a restore starts the watch over).
+    seen_after_tick: u32,
+    /// (tick, bytes) of the newest snapshot seen.
+    last: Option<(u32, Vec<u8>)>,
 }
 
 impl Cursor {
@@ -60,6 +72,10 @@ impl Cursor {
         let now = self.world.tick();
         if tick < now || tick - now > self.checkpoint_interval_ticks {
             self.world = self.rec.world_at(tick, 1).map_err(|e| e.to_string())?;
+            if let Some(w) = &mut self.watch {
+                w.seen_after_tick = self.world.tick();
+                w.last = None;
+            }
         }
         self.step_to(tick, |_| {})
     }
@@ -72,6 +88,11 @@ impl Cursor {
         for t in self.rec.ticks_from(self.world.tick() + 1) {
             let t = t.map_err(|e| e.to_string())?;
             self.world.step(&t.inputs);
+            if let Some(w) = &mut self.watch {
+                if let Some(s) = self.world.output().snapshots().find(|s| s.client == w.client) {
+                    w.last = Some((self.world.tick(), s.bytes.to_vec()));
+                }
+            }
             each(&self.world);
             if self.world.tick() >= tick {
                 break;
@@ -108,32 +129,43 @@ impl Cursor {
         }
     }
 
+    /// The view client `client` held at `tick`: from its newest snapshot in the last
+    /// snapshot interval up to `tick` (a client gets one per interval). The cursor watches
+    /// the client while it steps, so a page following a client tick after tick only steps
+    /// forward; another client, or a tick the watch has not covered, walks that interval.
     fn client_view(&mut self, tick: u32, client: u32) -> Result<Answer, String> {
+        let interval = self.rec.meta.config.snapshot_interval_ticks;
+        let from = tick.saturating_sub(interval).max(self.rec.meta.start_tick);
+        let covered = self
+            .watch
+            .as_ref()
+            .is_some_and(|w| w.client == client && w.seen_after_tick <= from && self.world.tick() <= tick);
+        if !covered {
+            self.watch = Some(Watch {
+                client,
+                seen_after_tick: u32::MAX,
+                last: None,
+            });
+            // Land on `from` without watching, then watch every step after it.
+            self.goto(from)?;
+            if let Some(w) = &mut self.watch {
+                w.seen_after_tick = self.world.tick();
+                w.last = None;
+            }
+        }
         self.goto(tick)?;
-        let interval = self.world.config().snapshot_interval_ticks;
         let Some(slot) = self.world.slot_of(client) else {
             return Err(format!("client {client} is not in the world at tick {tick}"));
         };
-        // Clients get a snapshot when (slot + tick) is a multiple of the interval.
-        let sent = tick - (slot + tick) % interval;
-        if sent <= self.rec.meta.start_tick {
+        let last = self.watch.as_ref().and_then(|w| w.last.as_ref());
+        let Some((sent, bytes)) = last.filter(|(t, _)| *t > tick.saturating_sub(interval)) else {
             return Err(format!(
                 "client {client} has no snapshot at or before tick {tick} here"
             ));
-        }
-        // Step the tick itself (not restore onto it), so its output holds the snapshot.
-        self.goto(sent - 1)?;
-        self.step_to(sent, |_| {})?;
-        let w = &self.world;
-        let Some(bytes) = w
-            .output()
-            .snapshots()
-            .find(|s| s.client == client)
-            .map(|s| s.bytes)
-        else {
-            return Err(format!("client {client} had not joined by tick {sent}"));
         };
-        let header = decode_snapshot_header(bytes).map_err(|e| e.to_string())?;
+        let (sent, bytes) = (*sent, bytes.clone());
+        let w = &self.world;
+        let header = decode_snapshot_header(&bytes).map_err(|e| e.to_string())?;
         let view: Vec<[i64; 6]> = w
             .client_view(client, sent)
             .unwrap_or(&[])
@@ -216,6 +248,7 @@ pub fn serve(rec: Recording, world: World, requests: mpsc::Receiver<Request>) {
         rec,
         world,
         checkpoint_interval_ticks,
+        watch: None,
     };
     for (question, reply) in requests {
         let _ = reply.send(cursor.answer(question));

@@ -182,6 +182,7 @@ fn the_replay_viewer_shows_the_recorded_world_at_a_sought_tick() {
     check_markers(&rec, of("markers")[0]);
     check_inspected(&rec, ticks[0], of("inspected")[0]);
     check_client_view(&rec, ticks[0], of("client")[0]);
+    check_client_view(&rec, ticks[0] + 3, of("client-later")[0]);
     // The divergence: at tick 150, the changed client's avatar among the highlighted.
     let d = of("divergence")[0];
     let report = migratory_replay::tools::diff(&rec_path, &other_path).expect("diff");
@@ -339,7 +340,95 @@ fn check_client_view(rec: &migratory_replay::Recording, tick: u32, line: &Value)
     assert!(!expected.is_empty());
     assert_eq!(got, expected);
     assert_eq!(line["drawn"].as_u64(), Some(expected.len() as u64));
-    let p = world.players()[world.slot_of(client).expect("slot") as usize];
+    // The ack is the client's at the tick shown.
+    let now = rec.world_at(tick, 1).expect("world_at");
+    let p = now.players()[now.slot_of(client).expect("slot") as usize];
     let acked = (p.acked_tick != u32::MAX).then_some(u64::from(p.acked_tick));
     assert_eq!(view["acked_tick"].as_u64(), acked);
+}
+
+/// `--compare-shards` and a bad `--compare`, over HTTP: a healthy recording replays the same
+/// on 1 and 3 shards (status "none" over all its ticks); a recording of another world
+/// config is a clear error, not a divergence at tick 1; and questions about ticks or
+/// clients that are not there are 422s that say why.
+#[test]
+fn the_replay_server_compares_shard_counts_and_refuses_bad_questions() {
+    use migratory_net::client::bots::http_get;
+    use migratory_net::server::replay_view::{view, Compare};
+    use migratory_replay::tools::{synth, SynthOptions};
+    let dir = crate::common::TempDir::new("replay-compare");
+    let make = |name: &str, seed: u64| {
+        let path = dir.path().join(name);
+        let config = migratory_replay::testkit::small_config(seed, 300);
+        let options = SynthOptions {
+            script: migratory_kernel::ScriptConfig {
+                seed,
+                clients: 3,
+                tick_rate_hz: config.tick_rate_hz,
+                ..migratory_kernel::ScriptConfig::default()
+            },
+            config,
+            ticks: 240,
+            shards: 1,
+            writer: migratory_replay::WriterOptions {
+                block_ticks: 20,
+                checkpoint_interval_ticks: 100,
+                fsync_every_blocks: 0,
+            },
+        };
+        synth(&options, &path).expect("synth");
+        path
+    };
+    let (a, other_world) = (make("a.mrec", 3), make("b.mrec", 4));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let divergence = |addr: String| async move {
+            for _ in 0..400 {
+                let (_, body) = http_get(&addr, "/replay/divergence").await.expect("GET");
+                let v: Value = serde_json::from_str(&body).expect("json");
+                if v["status"] != "pending" {
+                    return v;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+            }
+            panic!("the comparison never finished");
+        };
+        let any = "127.0.0.1:0".parse().expect("addr");
+        let shards = view(a.clone(), any, Some(Compare::Shards(3)))
+            .await
+            .expect("view");
+        let addr = shards.local_addr.to_string();
+        let d = divergence(addr.clone()).await;
+        assert_eq!(d["status"], "none", "{d}");
+        assert_eq!(d["ticks"], 240);
+        for (path, why) in [
+            ("/replay/state?tick=241", "outside the recording"),
+            (
+                "/replay/client?tick=100&client=77",
+                "client 77 is not in the world",
+            ),
+            ("/replay/entity?tick=100&id=999999", "does not exist"),
+        ] {
+            let (status, body) = http_get(&addr, path).await.expect("GET");
+            assert_eq!(status, 422, "{path}: {body}");
+            assert!(body.contains(why), "{path}: {body}");
+        }
+        shards.task.abort();
+        let other = view(a.clone(), any, Some(Compare::Recording(other_world.clone())))
+            .await
+            .expect("view");
+        let d = divergence(other.local_addr.to_string()).await;
+        assert_eq!(d["status"], "error", "{d}");
+        assert!(
+            d["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("another world config")),
+            "{d}"
+        );
+        other.task.abort();
+    });
 }
