@@ -96,11 +96,7 @@ boid_count = 400
     std::thread::spawn(move || for _ in out.lines() {});
 
     let calls: Calls = Arc::default();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = crate::common::runtime();
     rt.block_on(async {
         // The sidecar comes up after the server: Ready must be retried until it answers.
         tokio::time::sleep(Duration::from_millis(700)).await;

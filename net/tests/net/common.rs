@@ -35,6 +35,16 @@ pub fn small_config() -> ServerConfig {
 
 pub use migratory_replay::testkit::TempDir;
 
+/// A two-thread runtime for the tests that drive a server and a child process from a
+/// plain `#[test]`.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
 pub async fn start(config: ServerConfig) -> ServerHandle {
     migratory_net::start(config, ServeOptions::default())
         .await

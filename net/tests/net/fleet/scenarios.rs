@@ -10,15 +10,7 @@ use serde_json::Value;
 use super::harness::{
     alive, eventually, make_executable, token_dumping_server, world_server_pids, Backend, Env, SMALL_WORLD,
 };
-use crate::common::{close_of, Witness};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
+use crate::common::{close_of, runtime, Witness};
 
 /// World ids are unique per scenario and backend: the scenarios run at once, and
 /// `world_server_pids` finds processes by world id.

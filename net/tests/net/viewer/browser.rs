@@ -17,11 +17,7 @@ fn the_live_viewer_plays_in_a_real_browser() {
     );
     ensure_npm_packages();
     let out_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("viewer-screenshots");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = crate::common::runtime();
     rt.block_on(async {
         let handle = crate::common::start(crate::common::small_config()).await;
         let url = format!("http://{}/", handle.local_addr());

@@ -92,11 +92,7 @@ fn the_replay_viewer_shows_the_recorded_world_at_a_sought_tick() {
         .client;
     write_diverging_copy(&rec_path, &other_path, 150, changed_client);
     let ticks = [250u32, 37];
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = crate::common::runtime();
     let out_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("viewer-screenshots");
     let output = rt.block_on(async {
         let compare = migratory_net::server::replay_view::Compare::Recording(other_path.clone());
@@ -380,11 +376,7 @@ fn the_replay_server_compares_shard_counts_and_refuses_bad_questions() {
         path
     };
     let (a, other_world) = (make("a.mrec", 3), make("b.mrec", 4));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = crate::common::runtime();
     rt.block_on(async {
         let divergence = |addr: String| async move {
             for _ in 0..400 {
