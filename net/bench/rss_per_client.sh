@@ -1,0 +1,22 @@
+#!/bin/bash
+# Server RSS per joined client (opt-in), from the repo root after
+# `cargo build --release -p migratory-net`:  net/bench/rss_per_client.sh SERVER_BINARY
+# Starts the server with its defaults (no recording), reads its RSS, joins 1,000 bots for
+# 40 s and reads the RSS again 32 s in. Give two binaries in turn (before, after, before,
+# after) for a side-by-side figure.
+SRV=$1; W=$(mktemp -d)
+$SRV serve --listen 127.0.0.1:0 --no-record > $W/out 2> $W/err &
+SP=$!
+for i in $(seq 50); do grep -q listening $W/out && break; sleep 0.1; done
+URL=$(grep -o "ws://[^ ]*" $W/out)
+sleep 1
+R0=$(awk '{print $2*4}' /proc/$SP/statm)
+${BOTS:-target/release/migratory-bots} --url $URL --clients 1000 --seconds 40 --tasks 2 --connect-spread-seconds 3 > $W/bots.json &
+BP=$!
+sleep 32
+R1=$(awk '{print $2*4}' /proc/$SP/statm)
+wait $BP
+kill -INT $SP; wait $SP
+J=$(python3 -c "import json;print(json.load(open('$W/bots.json'))['joined'])")
+echo "$(basename $SRV) rss_before_kib=$R0 rss_1000_kib=$R1 joined=$J per_client_kib=$(( (R1-R0)/J ))"
+rm -rf $W
