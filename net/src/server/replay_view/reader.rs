@@ -51,6 +51,30 @@ struct Cursor {
     /// The client whose snapshots the cursor keeps while it steps (the page asks about one
     /// client at a time, tick after tick).
     watch: Option<Watch>,
+    /// The entity whose positions the cursor keeps while it steps (the inspector's track).
+    track: Option<Track>,
+}
+
+/// The recent positions of one entity seen while stepping.
+struct Track {
+    id: u32,
+    /// Every step after this tick was seen (a restore starts the track over).
+    seen_after_tick: u32,
+    /// `[tick, x_mm, y_mm]`, oldest first, at most `TRACK_SECONDS` of them.
+    points: std::collections::VecDeque<[i64; 3]>,
+    span_ticks: u32,
+}
+
+impl Track {
+    fn observe(&mut self, world: &World) {
+        if let Some((x, y)) = position_of(world, self.id) {
+            self.points.push_back([world.tick().into(), x.into(), y.into()]);
+        }
+        let oldest = i64::from(world.tick()) - i64::from(self.span_ticks);
+        while self.points.front().is_some_and(|p| p[0] < oldest) {
+            self.points.pop_front();
+        }
+    }
 }
 
 /// The newest snapshot of one client seen while stepping.
@@ -65,10 +89,7 @@ struct Watch {
 impl Cursor {
     /// Moves the world to `tick` (inside the recording).
     fn goto(&mut self, tick: u32) -> Result<(), String> {
-        let (first, last) = (self.rec.meta.start_tick, self.rec.last_tick());
-        if tick < first || tick > last {
-            return Err(format!("tick {tick} is outside the recording ({first}..={last})"));
-        }
+        self.check(tick)?;
         let now = self.world.tick();
         if tick < now || tick - now > self.checkpoint_interval_ticks {
             self.world = self.rec.world_at(tick, 1).map_err(|e| e.to_string())?;
@@ -76,12 +97,17 @@ impl Cursor {
                 w.seen_after_tick = self.world.tick();
                 w.last = None;
             }
+            if let Some(t) = &mut self.track {
+                t.seen_after_tick = self.world.tick();
+                t.points.clear();
+                t.observe(&self.world);
+            }
         }
-        self.step_to(tick, |_| {})
+        self.step_to(tick)
     }
 
-    /// Steps the world up to `tick`, calling `each` after every step.
-    fn step_to(&mut self, tick: u32, mut each: impl FnMut(&World)) -> Result<(), String> {
+    /// Steps the world up to `tick`, keeping what the watch and the track follow.
+    fn step_to(&mut self, tick: u32) -> Result<(), String> {
         if self.world.tick() >= tick {
             return Ok(());
         }
@@ -93,7 +119,9 @@ impl Cursor {
                     w.last = Some((self.world.tick(), s.bytes.to_vec()));
                 }
             }
-            each(&self.world);
+            if let Some(track) = &mut self.track {
+                track.observe(&self.world);
+            }
             if self.world.tick() >= tick {
                 break;
             }
@@ -107,26 +135,65 @@ impl Cursor {
                 self.goto(tick)?;
                 Ok(Answer::Bytes(encode_state(&self.world)))
             }
-            Question::Entity { tick, id } => {
-                let span = TRACK_SECONDS * self.world.config().tick_rate_hz;
-                let from = tick.saturating_sub(span).max(self.rec.meta.start_tick);
-                self.goto(from)?;
-                let mut track = Vec::with_capacity(span as usize + 1);
-                let mut push = |w: &World| {
-                    if let Some((x, y)) = position_of(w, id) {
-                        track.push([w.tick() as i64, x.into(), y.into()]);
-                    }
-                };
-                push(&self.world);
-                self.step_to(tick, push)?;
-                let entity = entity_report(&self.world, id)
-                    .ok_or_else(|| format!("entity {id} does not exist at tick {tick}"))?;
-                Ok(Answer::Json(
-                    json!({ "tick": tick, "entity": entity, "track": track }),
-                ))
-            }
+            Question::Entity { tick, id } => self.entity(tick, id),
             Question::Client { tick, client } => self.client_view(tick, client),
         }
+    }
+
+    /// Entity `id` at `tick` with its track over the `TRACK_SECONDS` before. Like the client
+    /// watch, the cursor keeps the picked entity's positions while it steps, so following
+    /// it through a playing recording only steps forward.
+    fn entity(&mut self, tick: u32, id: u32) -> Result<Answer, String> {
+        self.check(tick)?;
+        let span_ticks = TRACK_SECONDS * self.rec.meta.config.tick_rate_hz;
+        let from = tick.saturating_sub(span_ticks).max(self.rec.meta.start_tick);
+        let near = self.near(tick);
+        let covered = self
+            .track
+            .as_ref()
+            .is_some_and(|t| t.id == id && t.seen_after_tick <= from && near);
+        if !covered {
+            self.track = None;
+            self.goto(from)?;
+            let mut t = Track {
+                id,
+                seen_after_tick: self.world.tick(),
+                points: Default::default(),
+                span_ticks,
+            };
+            t.observe(&self.world);
+            self.track = Some(t);
+        }
+        // Stepping, never restoring: the track must see every tick up to `tick`.
+        self.step_to(tick)?;
+        let entity = entity_report(&self.world, id)
+            .ok_or_else(|| format!("entity {id} does not exist at tick {tick}"))?;
+        let track: Vec<[i64; 3]> = self.track.as_ref().map_or_else(Vec::new, |t| {
+            t.points
+                .iter()
+                .filter(|p| p[0] >= i64::from(from))
+                .copied()
+                .collect()
+        });
+        Ok(Answer::Json(
+            json!({ "tick": tick, "entity": entity, "track": track }),
+        ))
+    }
+
+    /// Whether the cursor can step to `tick` (at or ahead of it, by at most a checkpoint
+    /// interval) rather than restore a checkpoint.
+    fn near(&self, tick: u32) -> bool {
+        let now = self.world.tick();
+        now <= tick && tick - now <= self.checkpoint_interval_ticks
+    }
+
+    /// An error for a tick outside the recording.
+    fn check(&self, tick: u32) -> Result<(), String> {
+        let (first, last) = (self.rec.meta.start_tick, self.rec.last_tick());
+        if tick < first || tick > last {
+            return Err(format!("tick {tick} is outside the recording ({first}..={last})"));
+        }
+        Ok(())
     }
 
     /// The view client `client` held at `tick`: from its newest snapshot in the last
@@ -134,12 +201,14 @@ impl Cursor {
     /// the client while it steps, so a page following a client tick after tick only steps
     /// forward; another client, or a tick the watch has not covered, walks that interval.
     fn client_view(&mut self, tick: u32, client: u32) -> Result<Answer, String> {
+        self.check(tick)?;
         let interval = self.rec.meta.config.snapshot_interval_ticks;
         let from = tick.saturating_sub(interval).max(self.rec.meta.start_tick);
+        let near = self.near(tick);
         let covered = self
             .watch
             .as_ref()
-            .is_some_and(|w| w.client == client && w.seen_after_tick <= from && self.world.tick() <= tick);
+            .is_some_and(|w| w.client == client && w.seen_after_tick <= from && near);
         if !covered {
             self.watch = Some(Watch {
                 client,
@@ -153,7 +222,8 @@ impl Cursor {
                 w.last = None;
             }
         }
-        self.goto(tick)?;
+        // Stepping, never restoring: the watch must see every tick up to `tick`.
+        self.step_to(tick)?;
         let Some(slot) = self.world.slot_of(client) else {
             return Err(format!("client {client} is not in the world at tick {tick}"));
         };
@@ -249,6 +319,7 @@ pub fn serve(rec: Recording, world: World, requests: mpsc::Receiver<Request>) {
         world,
         checkpoint_interval_ticks,
         watch: None,
+        track: None,
     };
     for (question, reply) in requests {
         let _ = reply.send(cursor.answer(question));
