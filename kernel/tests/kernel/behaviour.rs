@@ -1,18 +1,7 @@
 //! The game rules: water, fleeing, casting.
 
-use super::small_config;
-use migratory_kernel::{Input, TickInputs, World, WorldConfig};
-
-fn step(world: &mut World, inputs: Vec<Input>) -> migratory_kernel::TickOutput {
-    world.step(&TickInputs { inputs }).clone()
-}
-
-fn join(client: u32) -> Input {
-    Input::Join {
-        client,
-        name: format!("p{client}"),
-    }
-}
+use super::{join, small_config, step};
+use migratory_kernel::{Input, World, WorldConfig};
 
 #[test]
 fn boids_never_enter_water_and_keep_moving() {

@@ -1,8 +1,8 @@
 //! Property tests: shard counts, checkpoints and hash coverage.
 
-use super::{assert_same_run, run, small_config};
+use super::{assert_same_run, run, scripted, small_config};
 use migratory_kernel::{
-    restore_checkpoint, save_checkpoint, CheckpointError, Input, Script, ScriptConfig, TickInputs, World,
+    restore_checkpoint, save_checkpoint, CheckpointError, Input, ScriptConfig, TickInputs, World,
 };
 use proptest::prelude::*;
 
@@ -30,24 +30,15 @@ fn any_stream(ticks: usize) -> impl Strategy<Value = Vec<Vec<Input>>> {
 /// A stream of valid inputs from scripted bots (a quarter of them spectators), with their
 /// ack lags and drops.
 fn scripted_stream(seed: u64, ticks: usize, clients: u32) -> Vec<Vec<Input>> {
-    let mut world = World::new(small_config(seed), 1).unwrap();
-    let mut script = Script::new(ScriptConfig {
+    let script = ScriptConfig {
         seed,
         clients,
         join_spread_ticks: 20,
         churn_per_mille_per_s: 150,
         spectator_per_mille: 250,
         ..ScriptConfig::default()
-    });
-    let mut inputs = TickInputs::default();
-    let mut last = world.output().clone();
-    let mut stream = Vec::with_capacity(ticks);
-    for _ in 0..ticks {
-        script.next_inputs(&world, &last, &mut inputs);
-        stream.push(inputs.inputs.clone());
-        last.clone_from(world.step(&inputs));
-    }
-    stream
+    };
+    scripted(small_config(seed), script, ticks)
 }
 
 proptest! {

@@ -10,11 +10,40 @@ mod golden;
 mod snapshots;
 mod spectators;
 
-use migratory_kernel::{Input, TickInputs, World, WorldConfig};
+use migratory_kernel::{Input, Script, ScriptConfig, TickInputs, TickOutput, World, WorldConfig};
 
 /// The shared small world with 600 boids.
 pub fn small_config(seed: u64) -> WorldConfig {
     migratory_kernel::testkit::small_config(seed, 600)
+}
+
+/// One step with these inputs; its output, owned.
+pub fn step(world: &mut World, inputs: Vec<Input>) -> TickOutput {
+    world.step(&TickInputs { inputs }).clone()
+}
+
+/// A player's join, named after its client id.
+pub fn join(client: u32) -> Input {
+    Input::Join {
+        client,
+        name: format!("p{client}"),
+    }
+}
+
+/// The inputs scripted bots send over `ticks` ticks of a world of `config` (on one shard),
+/// tick by tick, each bot reacting to the snapshots it was sent.
+pub fn scripted(config: WorldConfig, script: ScriptConfig, ticks: usize) -> Vec<Vec<Input>> {
+    let mut world = World::new(config, 1).unwrap();
+    let mut script = Script::new(script);
+    let mut inputs = TickInputs::default();
+    let mut last = world.output().clone();
+    let mut stream = Vec::with_capacity(ticks);
+    for _ in 0..ticks {
+        script.next_inputs(&world, &last, &mut inputs);
+        stream.push(inputs.inputs.clone());
+        last.clone_from(world.step(&inputs));
+    }
+    stream
 }
 
 /// Steps `world` through `stream` (inputs per tick), returning every tick's

@@ -1,11 +1,7 @@
 //! Spectators: a slot with a camera instead of an avatar, under the same snapshot rules.
 
-use super::{assert_same_run, run, small_config};
-use migratory_kernel::{ClientDecoder, Input, Script, ScriptConfig, TickInputs, World, WorldConfig};
-
-fn step(world: &mut World, inputs: Vec<Input>) -> migratory_kernel::TickOutput {
-    world.step(&TickInputs { inputs }).clone()
-}
+use super::{assert_same_run, join, run, scripted, small_config, step};
+use migratory_kernel::{ClientDecoder, Input, ScriptConfig, World, WorldConfig};
 
 fn spectate(client: u32) -> Input {
     Input::Spectate {
@@ -63,16 +59,7 @@ fn a_spectator_sees_around_its_camera_and_is_never_seen() {
     };
     let r = config.view_radius_mm as i64;
     let mut world = World::new(config.clone(), 2).unwrap();
-    let out = step(
-        &mut world,
-        vec![
-            spectate(1),
-            Input::Join {
-                client: 2,
-                name: "p".into(),
-            },
-        ],
-    );
+    let out = step(&mut world, vec![spectate(1), join(2)]);
     let joined: Vec<(u32, bool)> = out.joined.iter().map(|j| (j.client, j.spectator)).collect();
     assert_eq!(joined, vec![(1, true), (2, false)]);
     let slot = world.slot_of(1).unwrap();
@@ -149,16 +136,7 @@ fn nothing_flees_a_spectator() {
 #[test]
 fn spectators_and_players_keep_to_their_roles() {
     let mut world = World::new(small_config(23), 1).unwrap();
-    step(
-        &mut world,
-        vec![
-            spectate(1),
-            Input::Join {
-                client: 2,
-                name: "p".into(),
-            },
-        ],
-    );
+    step(&mut world, vec![spectate(1), join(2)]);
     let out = step(
         &mut world,
         vec![
@@ -206,23 +184,15 @@ fn sessions_with_spectators_agree_on_every_shard_count_from_1_to_7() {
             boid_count: 1_500,
             ..small_config(seed)
         };
-        let mut world = World::new(config(), 1).unwrap();
-        let mut script = Script::new(ScriptConfig {
+        let script = ScriptConfig {
             seed,
             clients: 8,
             join_spread_ticks: 30,
             churn_per_mille_per_s: 100,
             spectator_per_mille: 500,
             ..ScriptConfig::default()
-        });
-        let mut inputs = TickInputs::default();
-        let mut last = world.output().clone();
-        let mut stream = Vec::new();
-        for _ in 0..400 {
-            script.next_inputs(&world, &last, &mut inputs);
-            stream.push(inputs.inputs.clone());
-            last.clone_from(world.step(&inputs));
-        }
+        };
+        let stream = scripted(config(), script, 400);
         let spectating = stream
             .iter()
             .flatten()

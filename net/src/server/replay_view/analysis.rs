@@ -85,7 +85,7 @@ pub fn scan_markers(path: PathBuf, out: Arc<Mutex<Markers>>) {
     publish(&mut |m| m.complete = true);
 }
 
-fn scan(path: &Path, out: &Mutex<Markers>) -> Result<(), String> {
+fn scan(path: &Path, published: &Mutex<Markers>) -> Result<(), String> {
     let rec = Recording::open(path).map_err(|e| e.to_string())?;
     let mut world = rec.start_world(1).map_err(|e| e.to_string())?;
     // Per client: snapshot ticks sent and not yet acknowledged (oldest first).
@@ -121,23 +121,33 @@ fn scan(path: &Path, out: &Mutex<Markers>) -> Result<(), String> {
             }
         }
         world.step(&t.inputs);
-        let out_ = world.output();
-        let tick = out_.tick;
-        for j in &out_.joined {
+        let out = world.output();
+        let tick = out.tick;
+        // Lines first, so a snapshot in the join tick itself is counted.
+        for j in &out.joined {
             let kind = if j.spectator {
                 marker::SPECTATE
             } else {
                 marker::JOIN
             };
             found.push([tick, kind, j.client, 0]);
+            let p = world.players()[j.slot as usize];
+            lines.entry(j.client).or_insert(ClientLine {
+                name: p.name().to_string(),
+                spectator: j.spectator,
+                first_tick: tick,
+                last_tick: tick,
+                snapshots: 0,
+                unacked: 0,
+            });
         }
-        for &c in &out_.left {
+        for &c in &out.left {
             found.push([tick, marker::LEAVE, c, 0]);
             pending.remove(&c);
         }
-        for s in out_.snapshots() {
+        for s in out.snapshots() {
             let sent = pending.entry(s.client).or_default();
-            // A client that never acks would grow this without bound: keep the baseline window.
+            // A client that never acks would grow this without bound: keep the newest 64.
             if sent.len() >= 64 {
                 sent.remove(0);
             }
@@ -149,6 +159,10 @@ fn scan(path: &Path, out: &Mutex<Markers>) -> Result<(), String> {
         }
         for &(client, slot, score, ready) in &casters {
             let p = world.players()[slot as usize];
+            // A caster that left in the same tick no longer holds its slot.
+            if !p.active || p.client != client {
+                continue;
+            }
             if p.cast_ready_tick != ready {
                 found.push([tick, marker::CAST, client, 0]);
             }
@@ -156,23 +170,12 @@ fn scan(path: &Path, out: &Mutex<Markers>) -> Result<(), String> {
                 found.push([tick, marker::CATCH, client, p.score - score]);
             }
         }
-        for j in &out_.joined {
-            let p = world.players()[j.slot as usize];
-            lines.entry(j.client).or_insert(ClientLine {
-                name: p.name().to_string(),
-                spectator: j.spectator,
-                first_tick: tick,
-                last_tick: tick,
-                snapshots: 0,
-                unacked: 0,
-            });
-        }
-        // Publish about ten times a second of work, not every tick.
-        if tick % 512 == 0 || tick == rec.last_tick() {
-            flush(out, tick, &mut found, &lines);
+        // Publish every 512 ticks (a fraction of a second of work), not every tick.
+        if tick % 512 == 0 {
+            flush(published, tick, &mut found, &lines);
         }
     }
-    flush(out, rec.last_tick(), &mut found, &lines);
+    flush(published, rec.last_tick(), &mut found, &lines);
     Ok(())
 }
 

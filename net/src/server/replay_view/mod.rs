@@ -154,15 +154,12 @@ fn open(path: &std::path::Path) -> Result<(Recording, World, Value, Vec<u8>), St
     Ok((rec, world, info, terrain))
 }
 
-fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), ServerError> {
+fn spawn(name: &'static str, f: impl FnOnce() + Send + 'static) -> Result<(), ServerError> {
     std::thread::Builder::new()
         .name(name.into())
         .spawn(f)
         .map(|_| ())
-        .map_err(|source| ServerError::Thread {
-            what: "replay reader",
-            source,
-        })
+        .map_err(|source| ServerError::Thread { what: name, source })
 }
 
 /// Opens `path` and serves the viewer over it on `listen`, comparing it with `compare`

@@ -66,6 +66,25 @@ struct Track {
 }
 
 impl Track {
+    /// Starts following `id` from `world` on.
+    fn new(id: u32, span_ticks: u32, world: &World) -> Track {
+        let mut t = Track {
+            id,
+            seen_after_tick: 0,
+            points: Default::default(),
+            span_ticks,
+        };
+        t.restart(world);
+        t
+    }
+
+    /// The cursor jumped to `world` (a restore): nothing before it was seen.
+    fn restart(&mut self, world: &World) {
+        self.seen_after_tick = world.tick();
+        self.points.clear();
+        self.observe(world);
+    }
+
     fn observe(&mut self, world: &World) {
         if let Some((x, y)) = position_of(world, self.id) {
             self.points.push_back([world.tick().into(), x.into(), y.into()]);
@@ -86,6 +105,31 @@ struct Watch {
     last: Option<(u32, Vec<u8>)>,
 }
 
+impl Watch {
+    /// Starts watching `client` from `world` on.
+    fn new(client: u32, world: &World) -> Watch {
+        let mut w = Watch {
+            client,
+            seen_after_tick: 0,
+            last: None,
+        };
+        w.restart(world);
+        w
+    }
+
+    /// The cursor jumped to `world` (a restore): nothing before it was seen.
+    fn restart(&mut self, world: &World) {
+        self.seen_after_tick = world.tick();
+        self.last = None;
+    }
+
+    fn observe(&mut self, world: &World) {
+        if let Some(s) = world.output().snapshots().find(|s| s.client == self.client) {
+            self.last = Some((world.tick(), s.bytes.to_vec()));
+        }
+    }
+}
+
 impl Cursor {
     /// Moves the world to `tick` (inside the recording).
     fn goto(&mut self, tick: u32) -> Result<(), String> {
@@ -94,13 +138,10 @@ impl Cursor {
         if tick < now || tick - now > self.checkpoint_interval_ticks {
             self.world = self.rec.world_at(tick, 1).map_err(|e| e.to_string())?;
             if let Some(w) = &mut self.watch {
-                w.seen_after_tick = self.world.tick();
-                w.last = None;
+                w.restart(&self.world);
             }
             if let Some(t) = &mut self.track {
-                t.seen_after_tick = self.world.tick();
-                t.points.clear();
-                t.observe(&self.world);
+                t.restart(&self.world);
             }
         }
         self.step_to(tick)
@@ -115,9 +156,7 @@ impl Cursor {
             let t = t.map_err(|e| e.to_string())?;
             self.world.step(&t.inputs);
             if let Some(w) = &mut self.watch {
-                if let Some(s) = self.world.output().snapshots().find(|s| s.client == w.client) {
-                    w.last = Some((self.world.tick(), s.bytes.to_vec()));
-                }
+                w.observe(&self.world);
             }
             if let Some(track) = &mut self.track {
                 track.observe(&self.world);
@@ -155,14 +194,7 @@ impl Cursor {
         if !covered {
             self.track = None;
             self.goto(from)?;
-            let mut t = Track {
-                id,
-                seen_after_tick: self.world.tick(),
-                points: Default::default(),
-                span_ticks,
-            };
-            t.observe(&self.world);
-            self.track = Some(t);
+            self.track = Some(Track::new(id, span_ticks, &self.world));
         }
         // Stepping, never restoring: the track must see every tick up to `tick`.
         self.step_to(tick)?;
@@ -210,17 +242,10 @@ impl Cursor {
             .as_ref()
             .is_some_and(|w| w.client == client && w.seen_after_tick <= from && near);
         if !covered {
-            self.watch = Some(Watch {
-                client,
-                seen_after_tick: u32::MAX,
-                last: None,
-            });
             // Land on `from` without watching, then watch every step after it.
+            self.watch = None;
             self.goto(from)?;
-            if let Some(w) = &mut self.watch {
-                w.seen_after_tick = self.world.tick();
-                w.last = None;
-            }
+            self.watch = Some(Watch::new(client, &self.world));
         }
         // Stepping, never restoring: the watch must see every tick up to `tick`.
         self.step_to(tick)?;
