@@ -649,7 +649,7 @@ async fn a_spectator_moves_its_camera_and_the_view_follows() {
     assert_eq!(town.kind, ZoneKind::Town);
     let mut decoder = migratory_kernel::ClientDecoder::new();
     // Reads snapshots (acking each) until one has a non-empty view entirely within the view
-    // radius of `centre`; fails after 5 s.
+    // radius of `centre`; fails after 100 snapshots (5 s at 20 Hz).
     async fn view_around(
         ws: &mut common::Ws,
         decoder: &mut migratory_kernel::ClientDecoder,
@@ -657,7 +657,7 @@ async fn a_spectator_moves_its_camera_and_the_view_follows() {
         centre: (i64, i64),
         r: i64,
     ) -> usize {
-        loop {
+        for _ in 0..100 {
             let (tick, entries) = read_until(ws, |m| match m {
                 ServerMessage::Snapshot { tick, snapshot } => {
                     let (_, view) = decoder.decode(snapshot).expect("snapshot decodes");
@@ -682,6 +682,7 @@ async fn a_spectator_moves_its_camera_and_the_view_follows() {
                 return entries.len();
             }
         }
+        panic!("no view around ({}, {}) in 100 snapshots", centre.0, centre.1);
     }
     let home = (town.x_mm as i64, town.y_mm as i64);
     let n = view_around(&mut eye, &mut decoder, welcome.avatar_id, home, r).await;
