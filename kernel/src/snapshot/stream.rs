@@ -7,13 +7,21 @@ use crate::boids::{Avatar, Boid};
 use crate::grid::UniformGrid;
 
 /// Snapshots remembered per client as possible delta baselines: 0.8 s of ack lag at 20 Hz
-/// before a client falls back to full snapshots. With `VIEW_ENTITIES_MAX` it sizes the
-/// per-client arena (16 x 128 x 12 B = 24 KiB), the bulk of a joined client's memory.
+/// before a client falls back to full snapshots. With `VIEW_ENTITIES_MAX` it bounds the
+/// per-client arena (16 x 128 x 12 B = 24 KiB), which holds only the views still remembered.
 pub const BASELINE_RING_LEN: usize = 16;
 /// Most entities in one client's view; the nearest are kept when more are in range.
 pub const VIEW_ENTITIES_MAX: usize = 128;
 /// "No tick": an empty ring slot, or a client that has acked nothing.
 pub const NO_TICK: u32 = u32::MAX;
+/// A ring slot with no region of the arena (its `ring_tick` is `NO_TICK`).
+const NO_REGION: u8 = u8::MAX;
+const _: () = assert!(
+    BASELINE_RING_LEN <= 32,
+    "regions in use are tracked in a u32 mask"
+);
+/// Arena regions a client gets when it joins: the acked view and the one being built.
+const ARENA_REGIONS_INITIAL: usize = 2;
 /// Priority weight of the client's own avatar: it goes first whenever it changed.
 const OWN_AVATAR_WEIGHT: u32 = 1 << 16;
 
@@ -35,7 +43,15 @@ pub(crate) struct ClientStream {
     pub ring_tick: [u32; BASELINE_RING_LEN],
     pub ring_len: [u16; BASELINE_RING_LEN],
     pub ring_digest: [[u8; 32]; BASELINE_RING_LEN],
-    /// `BASELINE_RING_LEN` regions of `VIEW_ENTITIES_MAX` entries, one per ring slot.
+    /// The arena region holding each live ring slot's view (`NO_REGION` when the slot is
+    /// empty); two live slots never share a region. Storage only: not hashed, not saved.
+    pub ring_region: [u8; BASELINE_RING_LEN],
+    /// Regions of `VIEW_ENTITIES_MAX` entries. A client only needs the views from its acked
+    /// snapshot to its newest (two for a client whose acks come within one snapshot
+    /// interval), so the arena starts with `ARENA_REGIONS_INITIAL` and doubles when a build
+    /// finds no free region, up to `BASELINE_RING_LEN` regions: it follows the worst ack lag
+    /// the client has shown. Those doublings (at most three) are the only allocations of a
+    /// warm tick.
     pub arena: Vec<ViewEntry>,
     /// The last interest set, ascending by id, with accumulated priorities.
     pub interest: Vec<Interest>,
@@ -98,6 +114,10 @@ fn ring_slot(tick: u32, interval: u32) -> usize {
     (tick / interval) as usize % BASELINE_RING_LEN
 }
 
+fn region_start(region: u8) -> usize {
+    region as usize * VIEW_ENTITIES_MAX
+}
+
 fn view_bytes(view: &[ViewEntry]) -> &[u8] {
     const _: () = assert!(std::mem::size_of::<ViewEntry>() == 12);
     // SAFETY: ViewEntry is repr(C) plain old data with no padding (4+2+2+1+1+1+1 bytes).
@@ -122,7 +142,8 @@ impl ClientStream {
             ring_tick: [NO_TICK; BASELINE_RING_LEN],
             ring_len: [0; BASELINE_RING_LEN],
             ring_digest: [[0; 32]; BASELINE_RING_LEN],
-            arena: vec![ViewEntry::default(); BASELINE_RING_LEN * VIEW_ENTITIES_MAX],
+            ring_region: [NO_REGION; BASELINE_RING_LEN],
+            arena: vec![ViewEntry::default(); ARENA_REGIONS_INITIAL * VIEW_ENTITIES_MAX],
             interest: Vec::with_capacity(VIEW_ENTITIES_MAX),
             digest: [0; 32],
             snapshot: Vec::with_capacity(budget_cap_bytes as usize),
@@ -135,23 +156,57 @@ impl ClientStream {
     /// The remembered view of snapshot `tick`, if it is still in the ring.
     pub fn view(&self, tick: u32, interval: u32) -> Option<&[ViewEntry]> {
         let k = ring_slot(tick, interval);
-        (self.ring_tick[k] == tick).then(|| {
-            let start = k * VIEW_ENTITIES_MAX;
-            &self.arena[start..start + self.ring_len[k] as usize]
-        })
+        (self.ring_tick[k] == tick).then(|| self.slot_view(k))
+    }
+
+    /// Regions in the arena: storage, which the state does not decide (a restored stream
+    /// has only as many as its remembered views need).
+    pub fn arena_regions(&self) -> usize {
+        self.arena.len() / VIEW_ENTITIES_MAX
+    }
+
+    /// The view of live ring slot `k`.
+    fn slot_view(&self, k: usize) -> &[ViewEntry] {
+        let start = region_start(self.ring_region[k]);
+        &self.arena[start..start + self.ring_len[k] as usize]
+    }
+
+    /// Empties ring slot `k` and frees its region.
+    fn forget(&mut self, k: usize) {
+        self.ring_tick[k] = NO_TICK;
+        self.ring_region[k] = NO_REGION;
+    }
+
+    /// The region ring slot `k` is written into: the one it has, else the lowest free one,
+    /// else one of the regions the arena grows by (it doubles).
+    fn claim_region(&mut self, k: usize) -> u8 {
+        if self.ring_region[k] != NO_REGION {
+            return self.ring_region[k];
+        }
+        let used = self
+            .ring_region
+            .iter()
+            .filter(|&&r| r != NO_REGION)
+            .fold(0u32, |mask, &r| mask | 1 << r);
+        // Slot k holds none, so at most BASELINE_RING_LEN - 1 are in use and `free` fits.
+        let free = (!used).trailing_zeros() as usize;
+        debug_assert!(free < BASELINE_RING_LEN);
+        let regions = self.arena.len() / VIEW_ENTITIES_MAX;
+        if free >= regions {
+            let grown = (regions * 2).clamp(free + 1, BASELINE_RING_LEN);
+            self.arena
+                .reserve_exact(grown * VIEW_ENTITIES_MAX - self.arena.len());
+            self.arena.resize(grown * VIEW_ENTITIES_MAX, ViewEntry::default());
+        }
+        self.ring_region[k] = free as u8;
+        free as u8
     }
 
     /// Remembered (tick, view) pairs in ring order, for checkpoints.
     pub fn remembered(&self) -> impl Iterator<Item = (u32, &[ViewEntry])> {
         (0..BASELINE_RING_LEN)
             .filter(|&k| self.ring_tick[k] != NO_TICK)
-            .map(|k| {
-                let start = k * VIEW_ENTITIES_MAX;
-                (
-                    self.ring_tick[k],
-                    &self.arena[start..start + self.ring_len[k] as usize],
-                )
-            })
+            .map(|k| (self.ring_tick[k], self.slot_view(k)))
     }
 
     /// Puts a remembered view back (checkpoint restore). Returns false if it does not fit.
@@ -160,7 +215,7 @@ impl ClientStream {
             return false;
         }
         let k = ring_slot(tick, interval);
-        let start = k * VIEW_ENTITIES_MAX;
+        let start = region_start(self.claim_region(k));
         self.arena[start..start + view.len()].copy_from_slice(view);
         self.ring_tick[k] = tick;
         self.ring_len[k] = view.len() as u16;
@@ -253,15 +308,17 @@ impl ClientStream {
         if acked_tick != NO_TICK {
             for k in 0..BASELINE_RING_LEN {
                 if self.ring_tick[k] != NO_TICK && self.ring_tick[k] < acked_tick {
-                    self.ring_tick[k] = NO_TICK;
+                    self.forget(k);
                 }
             }
         }
+        debug_assert!(baseline_slot != Some(new_slot));
+        // Claimed before the baseline's place is read: claiming may grow the arena.
+        let new_start = region_start(self.claim_region(new_slot));
         let (base_start, base_len) = match baseline_slot {
-            Some(k) => (k * VIEW_ENTITIES_MAX, self.ring_len[k] as usize),
+            Some(k) => (region_start(self.ring_region[k]), self.ring_len[k] as usize),
             None => (0, 0),
         };
-        debug_assert!(baseline_slot != Some(new_slot));
 
         // 3. Classify by merging interest, baseline and old priorities (all ascending).
         sc.sendable.clear();
@@ -366,7 +423,6 @@ impl ClientStream {
 
         // 6. Remember what the client will hold after this snapshot: the baseline without the
         // removed ids, with the updates applied.
-        let new_start = new_slot * VIEW_ENTITIES_MAX;
         let new_len = {
             let (base, new): (&[ViewEntry], &mut [ViewEntry]) = if base_len == 0 {
                 (&[], &mut self.arena[new_start..new_start + VIEW_ENTITIES_MAX])

@@ -57,6 +57,12 @@ impl World {
         })
     }
 
+    /// Regions of `VIEW_ENTITIES_MAX` entries in the view arena of the client in `slot`:
+    /// its memory, not its state (the alloc test accounts for the arena's growth with it).
+    pub fn view_arena_regions(&self, slot: u32) -> Option<usize> {
+        Some(self.streams.get(slot as usize)?.as_deref()?.arena_regions())
+    }
+
     /// The view a client will hold once it has decoded its snapshot of `tick` (while the
     /// server still remembers it): the reference the decoder property test compares with.
     pub fn client_view(&self, client: u32, tick: u32) -> Option<&[ViewEntry]> {

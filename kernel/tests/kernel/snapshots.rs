@@ -164,6 +164,38 @@ fn a_long_ack_gap_gets_a_full_snapshot() {
     assert_eq!(full.unwrap().baseline_tick, None, "expected a full snapshot");
 }
 
+#[test]
+fn the_view_arena_follows_the_ack_lag() {
+    // Client 1 acks each snapshot at once, client 2 four snapshots late, client 3 never.
+    let config = dense(11);
+    let interval = config.snapshot_interval_ticks;
+    let mut world = World::new(config, 1).unwrap();
+    world.step(&TickInputs { inputs: joins(3) });
+    let mut sent: Vec<(u32, u32)> = Vec::new(); // (client, tick)
+    let mut most = [0usize; 3];
+    for _ in 0..60 * interval {
+        let due = |&(client, tick): &(u32, u32)| match client {
+            1 => true,
+            2 => world.tick() >= tick + 4 * interval,
+            _ => false,
+        };
+        let inputs = sent
+            .iter()
+            .filter(|s| due(s))
+            .map(|&(client, tick)| Input::Ack { client, tick })
+            .collect();
+        sent.retain(|s| !due(s));
+        let out = world.step(&TickInputs { inputs });
+        sent.extend(out.snapshots().map(|f| (f.client, out.tick)));
+        for (slot, most) in most.iter_mut().enumerate() {
+            *most = (*most).max(world.view_arena_regions(slot as u32).unwrap());
+        }
+    }
+    // A prompt acker holds its acked view and the one being built; a view per snapshot in
+    // flight is added, rounded up to a power of two; the ring bounds it.
+    assert_eq!(most, [2, 8, migratory_kernel::BASELINE_RING_LEN]);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
 
