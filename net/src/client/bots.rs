@@ -339,7 +339,9 @@ async fn bot(
                             let now_ms = start.elapsed().as_millis() as u64;
                             let Some(brain) = brain.as_mut() else { continue };
                             let input = protocol::encode_input(&brain.steer(position, now_ms));
-                            if ws.send(Message::Binary(input.into())).await.is_err()
+                            // Both go out in one write (feed, then send flushes): one TCP
+                            // segment and one wake-up of the server's reader instead of two.
+                            if ws.feed(Message::Binary(input.into())).await.is_err()
                                 || ws.send(Message::Binary(protocol::encode_ack(tick).into())).await.is_err()
                             {
                                 break;

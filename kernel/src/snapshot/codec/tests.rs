@@ -102,6 +102,32 @@ fn fixed_width_fields_are_lsb_first() {
     assert_eq!(bytes, [0xAA, 0x01, 0x02]);
 }
 
+proptest! {
+    /// Any run of writes lays its bits down exactly as one bit at a time would, after
+    /// bytes already in the vector, with `bit_len` right at every step.
+    #[test]
+    fn writes_equal_bit_by_bit(prefix in proptest::collection::vec(any::<u8>(), 0..3), writes in proptest::collection::vec((any::<u64>(), 0u32..=64), 0..40)) {
+        let mut bytes = prefix.clone();
+        let mut expected = prefix.clone();
+        let mut expected_bits = 0u64;
+        let mut w = BitWriter::new(&mut bytes);
+        for &(value, count) in &writes {
+            w.write_bits(value, count);
+            for i in 0..u64::from(count) {
+                if expected_bits % 8 == 0 {
+                    expected.push(0);
+                }
+                let bit = ((value >> i) & 1) as u8;
+                *expected.last_mut().unwrap() |= bit << (expected_bits % 8);
+                expected_bits += 1;
+            }
+            prop_assert_eq!(w.bit_len(), expected_bits);
+        }
+        prop_assert_eq!(w.finish(), expected_bits);
+        prop_assert_eq!(bytes, expected);
+    }
+}
+
 #[test]
 fn reader_rejects_oversized_codes() {
     // 32 zeros then w = 2^32 | 0: v = 2^32 - 1, the largest value.
