@@ -73,6 +73,7 @@ pub(crate) struct SnapshotContext<'a> {
     /// The boids in the slot order of `grid`, which is built on their positions.
     pub boids: &'a [Boid],
     pub grid: &'a UniformGrid,
+    /// The avatars in the slot order of `avatar_grid`, which is built on their positions.
     pub avatars: &'a [Avatar],
     pub avatar_grid: &'a UniformGrid,
     pub boid_count: u32,
@@ -82,7 +83,12 @@ pub(crate) struct SnapshotContext<'a> {
 #[derive(Debug, Default)]
 pub(crate) struct SnapshotScratch {
     candidates: Vec<(u64, ViewEntry)>,
-    sendable: Vec<(u32, u32)>,
+    /// `candidates` reordered by id, and the (id, index) keys that order them.
+    by_id: Vec<(u64, ViewEntry)>,
+    id_keys: Vec<u64>,
+    /// Candidates to send as `(!priority) << 32 | index`: ascending is highest priority
+    /// first, then lowest index (one integer sort instead of a tuple sort).
+    sendable: Vec<u64>,
     priority: Vec<u32>,
     /// For each candidate, its index in the baseline view (`u32::MAX`: not there).
     base_index: Vec<u32>,
@@ -98,6 +104,8 @@ impl SnapshotScratch {
         let n = VIEW_ENTITIES_MAX;
         SnapshotScratch {
             candidates: Vec::with_capacity(4 * n),
+            by_id: Vec::with_capacity(n),
+            id_keys: Vec::with_capacity(n),
             sendable: Vec::with_capacity(n),
             priority: Vec::with_capacity(n),
             base_index: Vec::with_capacity(n),
@@ -278,24 +286,38 @@ impl ClientStream {
                 ));
             }
         });
-        ctx.avatar_grid.for_each_near(own.x_mm, own.y_mm, r as i32, |a| {
-            let av = ctx.avatars[a as usize];
-            let id = ctx.boid_count + av.slot;
-            // The own avatar sorts first by distance whatever the rounding.
-            let d2 = if id == own_id { 0 } else { d2_of(av.x_mm, av.y_mm) };
-            if d2 <= r2 {
-                sc.candidates.push((
-                    d2,
-                    ViewEntry::quantize(id, KIND_AVATAR, av.x_mm, av.y_mm, av.vx, av.vy),
-                ));
-            }
-        });
+        ctx.avatar_grid
+            .for_each_slot_near(own.x_mm, own.y_mm, r as i32, |k| {
+                let av = ctx.avatars[k];
+                let id = ctx.boid_count + av.slot;
+                // The own avatar sorts first by distance whatever the rounding.
+                let d2 = if id == own_id { 0 } else { d2_of(av.x_mm, av.y_mm) };
+                if d2 <= r2 {
+                    sc.candidates.push((
+                        d2,
+                        ViewEntry::quantize(id, KIND_AVATAR, av.x_mm, av.y_mm, av.vx, av.vy),
+                    ));
+                }
+            });
         if sc.candidates.len() > VIEW_ENTITIES_MAX {
             sc.candidates
                 .select_nth_unstable_by_key(VIEW_ENTITIES_MAX, |&(d2, e)| (d2, e.id));
             sc.candidates.truncate(VIEW_ENTITIES_MAX);
         }
-        sc.candidates.sort_unstable_by_key(|&(_, e)| e.id);
+        // Ids are unique, so sorting (id, index) keys as plain integers and gathering by
+        // them is the same order, several times faster than sorting the 24-byte entries.
+        sc.id_keys.clear();
+        sc.id_keys.extend(
+            sc.candidates
+                .iter()
+                .enumerate()
+                .map(|(ci, (_, e))| u64::from(e.id) << 32 | ci as u64),
+        );
+        sc.id_keys.sort_unstable();
+        sc.by_id.clear();
+        sc.by_id
+            .extend(sc.id_keys.iter().map(|&key| sc.candidates[key as u32 as usize]));
+        std::mem::swap(&mut sc.candidates, &mut sc.by_id);
 
         // 2. Baseline: the acked snapshot if the ring still has it (and it is younger than
         // the ring, so its slot is not the one about to be written), else nothing.
@@ -358,7 +380,7 @@ impl ClientStream {
                     };
                     let priority = old_priority.saturating_add(weight);
                     sc.priority[ci] = priority;
-                    sc.sendable.push((priority, ci as u32));
+                    sc.sendable.push(u64::from(!priority) << 32 | ci as u64);
                 }
             }
             sc.removals.extend(base[bi..].iter().map(|b| b.id));
@@ -380,11 +402,11 @@ impl ClientStream {
                 sc.removed.push(id);
             }
         }
-        sc.sendable
-            .sort_unstable_by_key(|&(p, ci)| (std::cmp::Reverse(p), ci));
+        sc.sendable.sort_unstable();
         {
             let base = &self.arena[base_start..base_start + base_len];
-            for &(_, ci) in &sc.sendable {
+            for &key in &sc.sendable {
+                let ci = key as u32;
                 let e = sc.candidates[ci as usize].1;
                 let old = base.get(sc.base_index[ci as usize] as usize);
                 let cost = codec::update_bits_max(e.id, old, &e, ctx.tick.wrapping_sub(acked_tick)) as u64;

@@ -54,5 +54,11 @@ impl World {
         let avatars = &self.avatars;
         self.avatar_grid
             .rebuild(avatars.len(), |i| (avatars[i].x_mm, avatars[i].y_mm));
+        // The snapshot builds scan avatars cell by cell, hundreds per build in a crowd:
+        // a copy in the grid's slot order makes that scan sequential.
+        self.grid_avatars.clear();
+        let order = self.avatar_grid.order();
+        self.grid_avatars
+            .extend(order.iter().map(|&i| avatars[i as usize]));
     }
 }

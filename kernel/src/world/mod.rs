@@ -77,6 +77,9 @@ pub struct World {
     grid_boids_next: Vec<Boid>,
     grid: UniformGrid,
     avatars: Vec<Avatar>,
+    /// `avatars` in the slot order of `avatar_grid` (`grid_avatars[k]` is avatar
+    /// `avatar_grid.order()[k]`), for the snapshot builds.
+    grid_avatars: Vec<Avatar>,
     avatar_grid: UniformGrid,
     pool: ShardPool,
     scratch: Vec<ShardScratch>,
@@ -195,6 +198,7 @@ impl World {
             clients,
             streams: state.streams,
             avatars: Vec::with_capacity(slots),
+            grid_avatars: Vec::with_capacity(slots),
             pool,
             scratch: (0..shards).map(|_| ShardScratch::new()).collect(),
             input_order: Vec::with_capacity(1024),

@@ -204,7 +204,7 @@ impl World {
                 budget_cap_bytes: cfg.snapshot_budget_cap_bytes(),
                 boids: &self.grid_boids,
                 grid: &self.grid,
-                avatars: &self.avatars,
+                avatars: &self.grid_avatars,
                 avatar_grid: &self.avatar_grid,
                 boid_count: cfg.boid_count,
             };
