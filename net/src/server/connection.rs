@@ -300,17 +300,23 @@ where
         let Some(shared) = self.shared.clone() else {
             return going_away();
         };
+        // Made once, not per message: each new one registers with (and leaves) the close
+        // notifier and the shutdown watch, thousands of times a second at 1,000 clients.
+        let close = shared.close_requested();
+        let mut shutdown_rx = self.shutdown.clone();
+        let shutdown = shutdown_signal(&mut shutdown_rx);
+        tokio::pin!(close, shutdown);
         loop {
             tokio::select! {
                 biased;
-                _ = shared.close_requested() => {
+                _ = &mut close => {
                     let req = shared.close_request().unwrap_or_else(|| crate::server::tick::CloseRequest {
                         code: close_code::GOING_AWAY,
                         reason: "closed".into(),
                     });
                     return Stop::Close { code: req.code, reason: req.reason };
                 }
-                _ = shutdown_signal(&mut self.shutdown) => return going_away(),
+                _ = &mut shutdown => return going_away(),
                 out = rx.recv() => {
                     let r = match out {
                         None => Err(going_away()),
@@ -550,23 +556,33 @@ where
             }
             Ok(())
         };
+        // Most writes finish at once (the socket has room): only a write that has to wait
+        // races the close requests and shutdown.
+        let mut write = std::pin::pin!(write);
+        // (A first poll with a no-op waker: a pending write is polled again in the race,
+        // which registers the real one.)
+        let first = futures_util::FutureExt::now_or_never(write.as_mut());
         let shutdown = &mut self.shutdown;
-        let result = tokio::select! {
-            biased;
-            _ = async {
-                match &shared {
-                    Some(s) => s.close_requested().await,
-                    None => std::future::pending().await,
+        let result = if let Some(r) = first {
+            r
+        } else {
+            tokio::select! {
+                biased;
+                _ = async {
+                    match &shared {
+                        Some(s) => s.close_requested().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    let req = shared.as_ref().and_then(|s| s.close_request());
+                    return Err(match req {
+                        Some(r) => Stop::Close { code: r.code, reason: r.reason },
+                        None => going_away(),
+                    });
                 }
-            } => {
-                let req = shared.as_ref().and_then(|s| s.close_request());
-                return Err(match req {
-                    Some(r) => Stop::Close { code: r.code, reason: r.reason },
-                    None => going_away(),
-                });
+                _ = shutdown_signal(shutdown) => return Err(going_away()),
+                r = write => r,
             }
-            _ = shutdown_signal(shutdown) => return Err(going_away()),
-            r = write => r,
         };
         match result {
             Ok(()) => {

@@ -51,6 +51,9 @@ pub struct ClientShared {
     /// client too slow to take the terrain is evicted.
     pub terrain_pending: AtomicBool,
     close: Mutex<Option<CloseRequest>>,
+    /// Set once `close` holds a request: the connection checks it on every wake-up without
+    /// taking the lock.
+    close_set: AtomicBool,
     close_notify: Notify,
 }
 
@@ -64,6 +67,7 @@ impl ClientShared {
             sent_since_overflow: AtomicBool::new(false),
             terrain_pending: AtomicBool::new(true),
             close: Mutex::new(None),
+            close_set: AtomicBool::new(false),
             close_notify: Notify::new(),
         }
     }
@@ -76,7 +80,11 @@ impl ClientShared {
                 code,
                 reason: reason.into(),
             });
-            // `notify_one` keeps a permit when nobody waits yet, so the request is not lost.
+            self.close_set.store(true, std::sync::atomic::Ordering::Release);
+            // The connection may wait in two places at once (its session loop and a write
+            // racing closes), so every waiter is woken; `notify_one` then keeps a permit
+            // for a waiter that checked the flag just before it was set.
+            self.close_notify.notify_waiters();
             self.close_notify.notify_one();
         }
     }
@@ -89,7 +97,7 @@ impl ClientShared {
     /// Resolves when a close has been requested.
     pub async fn close_requested(&self) {
         loop {
-            if self.close_request().is_some() {
+            if self.close_set.load(std::sync::atomic::Ordering::Acquire) {
                 return;
             }
             self.close_notify.notified().await;
