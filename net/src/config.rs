@@ -62,6 +62,8 @@ pub struct ServerSection {
     /// tick thread waking from its sleep can land on a worker's CPU and the two spin
     /// against each other for the whole tick. Has no effect with one shard.
     pub pin_shard_threads: bool,
+    /// Threads of the async runtime that serves the connections (0: one per CPU).
+    pub io_threads: u32,
     /// A connection that has not sent HELLO within this time is closed (1008).
     pub hello_timeout_seconds: f64,
     /// A connection whose HTTP request head (the WebSocket upgrade, or a GET) has not
@@ -98,6 +100,7 @@ impl Default for ServerSection {
             listen: "127.0.0.1:7400".to_string(),
             shards: 1,
             pin_shard_threads: true,
+            io_threads: 0,
             hello_timeout_seconds: 5.0,
             http_header_timeout_seconds: 5.0,
             connections_max: 4_096,
@@ -299,6 +302,7 @@ impl ServerConfig {
         let s = &self.server;
         self.listen_addr()?;
         range_u32("server.shards", s.shards, 1, 256)?;
+        range_u32("server.io_threads", s.io_threads, 0, 256)?;
         seconds("server.hello_timeout_seconds", s.hello_timeout_seconds)?;
         seconds(
             "server.http_header_timeout_seconds",

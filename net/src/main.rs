@@ -232,7 +232,11 @@ fn serve(config: ServerConfig, args: &ServeArgs) -> anyhow::Result<()> {
     raise_open_file_limit(config.server.connections_max);
     let debug = debug_enabled();
     init_logging(debug);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if config.server.io_threads > 0 {
+        runtime.worker_threads(config.server.io_threads as usize);
+    }
+    let runtime = runtime
         .enable_all()
         .thread_name("migratory-io")
         .build()

@@ -175,6 +175,24 @@ fn config_errors_exit_2_naming_the_key() {
     assert_eq!(parsed, migratory_net::ServerConfig::default());
 }
 
+/// Threads of process `pid` named `name`.
+fn threads_named(pid: u32, name: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("task dir")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim() == name)
+        .count()
+}
+
+#[test]
+fn io_threads_sets_the_runtime_threads() {
+    let dir = TempDir::new("io-threads");
+    // Five: not a CPU count the default would give by chance.
+    let config = SMALL_WORLD_TOML.replace("[server]\n", "[server]\nio_threads = 5\n");
+    let server = ServerProcess::spawn(dir.path(), &config, &["--no-record"]);
+    assert_eq!(threads_named(server.pid(), "migratory-io"), 5);
+}
+
 #[test]
 fn sigterm_closes_clients_with_1001_finishes_the_recording_and_exits_0() {
     let dir = TempDir::new("sigterm");
