@@ -47,11 +47,13 @@ fn main() {
     let (mut frame_bytes, mut frames) = (0u64, 0u64);
     let started = Instant::now();
     let mut step_time = std::time::Duration::ZERO;
+    let mut step_us: Vec<u64> = Vec::with_capacity(ticks as usize);
     for _ in 0..ticks {
         script.next_inputs(&world, &last, &mut inputs);
         let t0 = Instant::now();
         let out = world.step(&inputs);
         step_time += t0.elapsed();
+        step_us.push(t0.elapsed().as_micros() as u64);
         for f in out.snapshots() {
             frame_bytes += f.bytes.len() as u64;
             frames += 1;
@@ -75,5 +77,15 @@ fn main() {
         "frames: {frames}, mean {per_snapshot:.1} B/snapshot = {:.0} B/s per client",
         per_snapshot * snapshots_per_s
     );
+    // The spread of single steps once the clients have joined (the last three quarters).
+    let warm = &mut step_us[ticks as usize / 4..];
+    warm.sort_unstable();
+    if let (Some(&max), n) = (warm.last(), warm.len()) {
+        println!(
+            "step after the first quarter: p50 {} us, p99 {} us, max {max} us",
+            warm[n / 2],
+            warm[n * 99 / 100]
+        );
+    }
     println!("final tick {} root {}", world.tick(), hex(&world.state_root()));
 }
