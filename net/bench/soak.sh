@@ -9,7 +9,10 @@ set -u
 OUT=${1:?usage: net/bench/soak.sh OUT_DIR [soak args...]}; shift
 BIN=${BIN:-target/release}
 W=$(mktemp -d)
-$BIN/migratory-server serve --config "${SERVER_CONFIG:-net/bench/soak-server.toml}" --listen 127.0.0.1:0 --no-record > "$W/out.txt" 2> "$W/err.txt" &
+# RECORD_DIR=DIR records the session there, as the server does by default (the soak's
+# figures before 2026-12-05's second session were taken without recording).
+if [ -n "${RECORD_DIR:-}" ]; then REC=(--record-dir "$RECORD_DIR"); else REC=(--no-record); fi
+$BIN/migratory-server serve --config "${SERVER_CONFIG:-net/bench/soak-server.toml}" --listen 127.0.0.1:0 "${REC[@]}" > "$W/out.txt" 2> "$W/err.txt" &
 SP=$!
 for i in $(seq 50); do grep -q listening "$W/out.txt" && break; sleep 0.1; done
 URL=$(grep -o "ws://[^ ]*" "$W/out.txt")
