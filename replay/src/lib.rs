@@ -9,4 +9,4 @@ pub mod tools;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
-pub use format::{Recording, RecordingError, RecordingMeta, RecordingWriter, WriterOptions};
+pub use format::{Recording, RecordingError, RecordingMeta, RecordingWriter, TickRoots, WriterOptions};

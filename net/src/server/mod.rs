@@ -10,6 +10,7 @@ mod accept;
 pub mod agones;
 mod connection;
 pub mod metrics;
+mod recorder;
 pub mod replay_view;
 pub mod resume;
 mod tick;
@@ -45,7 +46,8 @@ use crate::protocol::{WireTerrainDescriptor, WireZone, WorldFacts, ZoneKind};
 use crate::terrain_wire::{self, TerrainConfigError, TerrainDescriptor};
 use connection::ConnectionCtx;
 use metrics::Metrics;
-use tick::{Recorder, TickLoop, TickReport, TickSettings, WelcomeBase};
+use recorder::Recorder;
+use tick::{TickLoop, TickReport, TickSettings, WelcomeBase};
 
 /// The WebSocket endpoint's path.
 pub const WS_PATH: &str = "/ws";
@@ -226,8 +228,9 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     let descriptor = terrain.descriptor.clone();
     let terrain_messages: Arc<Vec<Bytes>> = Arc::new(terrain.messages.into_iter().map(Bytes::from).collect());
 
+    let metrics = Metrics::new(world_config.tick_rate_hz);
     let recorder = if s.recording.enabled {
-        Some(open_recording(&config, &world)?)
+        Some(open_recording(&config, &world, &metrics)?)
     } else {
         None
     };
@@ -240,7 +243,6 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         .local_addr()
         .map_err(|source| ServerError::Bind { addr, source })?;
 
-    let metrics = Metrics::new(world_config.tick_rate_hz);
     let (events_tx, events_rx) = mpsc::channel();
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let tick_stop = Arc::new(AtomicBool::new(false));
@@ -449,7 +451,11 @@ fn bind(addr: SocketAddr, send_buffer_bytes: u32) -> std::io::Result<tokio::net:
 }
 
 /// Creates the session's recording file and writes its header.
-fn open_recording(config: &ServerConfig, world: &World) -> Result<Recorder, ServerError> {
+fn open_recording(
+    config: &ServerConfig,
+    world: &World,
+    metrics: &Arc<Metrics>,
+) -> Result<Recorder, ServerError> {
     let r = &config.server.recording;
     let err = |path: &Path| {
         let path = path.to_path_buf();
@@ -468,7 +474,7 @@ fn open_recording(config: &ServerConfig, world: &World) -> Result<Recorder, Serv
         },
     )
     .map_err(err(&path))?;
-    Ok(Recorder::new(path, writer))
+    Recorder::start(path.clone(), writer, metrics.clone()).map_err(err(&path))
 }
 
 /// `session-YYYYMMDD-HHMMSS-PID[-N].mrec`, never overwriting an existing file.

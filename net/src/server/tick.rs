@@ -7,15 +7,12 @@
 //! client that keeps overflowing is asked to close.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use migratory_kernel::{Input, TickInputs, World};
-use migratory_replay::RecordingWriter;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::mpsc::Sender;
 use tokio::sync::Notify;
@@ -24,6 +21,7 @@ use tokio_tungstenite::tungstenite::Bytes;
 use crate::config::BackpressureSection;
 use crate::protocol::{self, close_code, Welcome, WireTerrainDescriptor, WorldFacts};
 use crate::server::metrics::{Metrics, Phase};
+use crate::server::recorder::Recorder;
 
 /// At most this many events are taken per tick, so a burst cannot stall one tick; the
 /// rest wait for the next.
@@ -169,29 +167,6 @@ struct TickClient {
     pending_cast: bool,
     pending_ack: Option<u32>,
     overflow_streak: u32,
-}
-
-/// The session recording and its file.
-pub struct Recorder {
-    pub path: PathBuf,
-    writer: Option<RecordingWriter<BufWriter<File>>>,
-}
-
-impl std::fmt::Debug for Recorder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Recorder")
-            .field("path", &self.path)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Recorder {
-    pub fn new(path: PathBuf, writer: RecordingWriter<BufWriter<File>>) -> Recorder {
-        Recorder {
-            path,
-            writer: Some(writer),
-        }
-    }
 }
 
 /// Static facts every WELCOME carries.
@@ -523,22 +498,9 @@ impl TickLoop {
         let Some(rec) = self.recorder.as_mut() else {
             return;
         };
-        let Some(writer) = rec.writer.as_mut() else {
-            return;
-        };
-        let result = writer.record_tick(&self.inputs, self.world.output(), &self.world);
-        match result {
-            Ok(()) => self
-                .metrics
-                .recording_bytes
-                .store(writer.bytes_written(), Relaxed),
-            Err(e) => {
-                // The live world goes on; the recording stops here and says so.
-                tracing::error!(path = %rec.path.display(), error = %e, "recording write failed; recording stopped");
-                self.metrics.recording_errors_total.fetch_add(1, Relaxed);
-                self.recording_error = Some(e.to_string());
-                rec.writer = None;
-            }
+        // The live world goes on when the writer fails; it has logged and counted why.
+        if let Err(e) = rec.record(&self.inputs, &self.world) {
+            self.recording_error = Some(e);
         }
     }
 
@@ -677,21 +639,15 @@ impl TickLoop {
         self.set_phase(Phase::Idle);
         let mut path = None;
         if let Some(mut rec) = self.recorder.take() {
-            if let Some(writer) = rec.writer.take() {
-                // The final checkpoint lets the next session of this world resume from the
-                // last tick without stepping.
-                match writer.finish_with_checkpoint(&self.world) {
-                    Ok(_) => {
-                        tracing::info!(path = %rec.path.display(), tick = self.world.tick(), "recording finished")
-                    }
-                    Err(e) => {
-                        tracing::error!(path = %rec.path.display(), error = %e, "finishing the recording failed");
-                        self.metrics.recording_errors_total.fetch_add(1, Relaxed);
-                        self.recording_error = Some(e.to_string());
-                    }
+            // The final checkpoint lets the next session of this world resume from the
+            // last tick without stepping.
+            match rec.finish(&self.world) {
+                Ok(()) => {
+                    tracing::info!(path = %rec.path.display(), tick = self.world.tick(), "recording finished")
                 }
+                Err(e) => self.recording_error = Some(e),
             }
-            path = Some(rec.path);
+            path = Some(rec.path.clone());
         }
         TickReport {
             ticks: ran,

@@ -52,10 +52,15 @@ impl Drop for ServerProcess {
 
 impl ServerProcess {
     fn spawn(dir: &Path, config: &str, args: &[&str]) -> ServerProcess {
+        Self::spawn_with(dir, config, args, Command::new(SERVER))
+    }
+
+    /// `spawn` with a prepared command (one with a resource limit, say).
+    fn spawn_with(dir: &Path, config: &str, args: &[&str], mut command: Command) -> ServerProcess {
         let config_path = dir.join("server.toml");
         std::fs::write(&config_path, config).expect("write config");
         let stderr = std::fs::File::create(dir.join("stderr.txt")).expect("stderr file");
-        let mut child = Command::new(SERVER)
+        let mut child = command
             .arg("serve")
             .arg("--config")
             .arg(&config_path)
@@ -230,6 +235,67 @@ fn sigterm_closes_clients_with_1001_finishes_the_recording_and_exits_0() {
     assert!(rec.torn_tail.is_none(), "SIGTERM writes the end record");
     let end = rec.end.expect("end record");
     assert!(end.final_tick as f64 >= ticks, "{} < {ticks}", end.final_tick);
+}
+
+#[test]
+fn a_recording_that_cannot_be_written_stops_and_the_world_goes_on() {
+    use std::os::unix::process::CommandExt;
+    let dir = TempDir::new("record-fails");
+    let rec_dir = dir.path().join("rec");
+    let rec_arg = rec_dir.to_string_lossy().to_string();
+    let mut command = Command::new(SERVER);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            // Files of at most 16 KiB: the recording's writes fail a few seconds in (with
+            // EFBIG, the signal ignored) while the server needs no other file.
+            let limit = libc::rlimit {
+                rlim_cur: 16 * 1024,
+                rlim_max: 16 * 1024,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut server =
+        ServerProcess::spawn_with(dir.path(), SMALL_WORLD_TOML, &["--record-dir", &rec_arg], command);
+    let rt = runtime();
+    rt.block_on(async {
+        let host = server.host();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while metric(&host, "migratory_recording_errors_total").await < 1.0 {
+            assert!(Instant::now() < deadline, "the recording never failed");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // The world goes on without its recording, and still serves a player.
+        let ticks = metric(&host, "migratory_ticks_total").await;
+        let (mut ws, _) = common::join(&server.url, "after").await;
+        loop {
+            if let Some(Ok(Message::Binary(b))) = ws.next().await {
+                if let Ok(protocol::ServerMessage::Snapshot { .. }) = protocol::decode_server(&b) {
+                    break;
+                }
+            }
+        }
+        assert!(metric(&host, "migratory_ticks_total").await > ticks);
+        assert_eq!(metric(&host, "migratory_recording_errors_total").await, 1.0);
+    });
+    let status = Command::new("kill")
+        .args(["-TERM", &server.pid().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(status.success());
+    server.wait_exit(Duration::from_secs(10));
+    let stderr = std::fs::read_to_string(dir.path().join("stderr.txt")).unwrap_or_default();
+    assert!(stderr.contains("recording write failed"), "{stderr}");
+    // What was written before the failure still opens, as after a crash.
+    let path = server.recording.clone().expect("recording path");
+    let rec = Recording::open(&path).expect("the recording opens");
+    assert!(rec.end.is_none(), "no end record after a failed write");
+    assert!(rec.ticks_recovered() > 0);
 }
 
 #[test]

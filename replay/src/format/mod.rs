@@ -54,7 +54,7 @@ use thiserror::Error;
 
 use layout::check;
 pub use reader::{EndRecord, RecordInfo, RecordedTick, Recording, TornTail};
-pub use writer::{Durable, RecordingWriter, WriterOptions};
+pub use writer::{Durable, RecordingWriter, TickRoots, WriterOptions};
 
 /// File magic.
 pub const MAGIC: &[u8; 8] = b"MIGRREC\0";

@@ -23,6 +23,14 @@ pub struct WriterOptions {
     pub fsync_every_blocks: u32,
 }
 
+impl WriterOptions {
+    /// Whether a checkpoint of the world after `tick` goes into the recording with it.
+    pub fn checkpoint_due(&self, tick: u32) -> bool {
+        let k = self.checkpoint_interval_ticks;
+        k > 0 && tick % k == 0
+    }
+}
+
 impl Default for WriterOptions {
     fn default() -> Self {
         WriterOptions {
@@ -55,6 +63,24 @@ impl Durable for io::BufWriter<File> {
     fn sync(&mut self) -> io::Result<()> {
         self.flush()?;
         self.get_ref().sync_data()
+    }
+}
+
+/// What a recording keeps of one tick's output besides its inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TickRoots {
+    pub tick: u32,
+    pub state_root: [u8; 32],
+    pub snapshots_root: [u8; 32],
+}
+
+impl TickRoots {
+    pub fn of(output: &TickOutput) -> TickRoots {
+        TickRoots {
+            tick: output.tick,
+            state_root: output.state_root,
+            snapshots_root: output.snapshots_root,
+        }
     }
 }
 
@@ -118,30 +144,58 @@ impl<W: Durable> RecordingWriter<W> {
     /// Records one tick: the inputs it was stepped with and what it produced. `world` is
     /// the world after the step (used for checkpoints).
     pub fn record_tick(&mut self, inputs: &TickInputs, output: &TickOutput, world: &World) -> io::Result<()> {
-        if output.tick != self.next_tick {
+        let checkpoint = self.checkpoint_due(output.tick).then(|| save_checkpoint(world));
+        self.record_tick_parts(inputs.clone(), &TickRoots::of(output), checkpoint.as_deref())
+    }
+
+    /// Whether a checkpoint of the world after `tick` goes into the recording with it.
+    pub fn checkpoint_due(&self, tick: u32) -> bool {
+        self.options.checkpoint_due(tick)
+    }
+
+    /// The options in effect (`block_ticks` clamped).
+    pub fn options(&self) -> &WriterOptions {
+        &self.options
+    }
+
+    /// `record_tick` from its parts, for a writer on a thread of its own: the tick's
+    /// inputs and roots, and when `checkpoint_due(tick)` the world's `save_checkpoint`
+    /// bytes (taken on the stepping thread; compressing and writing them happen here).
+    pub fn record_tick_parts(
+        &mut self,
+        inputs: TickInputs,
+        roots: &TickRoots,
+        checkpoint: Option<&[u8]>,
+    ) -> io::Result<()> {
+        let tick = roots.tick;
+        if tick != self.next_tick {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("recorded tick {tick} but tick {} was expected", self.next_tick),
+            ));
+        }
+        let checkpoint_due = self.checkpoint_due(tick);
+        if checkpoint_due != checkpoint.is_some() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
-                    "recorded tick {} but tick {} was expected",
-                    output.tick, self.next_tick
+                    "tick {tick}: a checkpoint is due: {checkpoint_due}, given: {}",
+                    checkpoint.is_some()
                 ),
             ));
         }
-        self.block_inputs.push(inputs.clone());
-        self.block_roots.extend_from_slice(&output.state_root);
-        self.block_roots.extend_from_slice(&output.snapshots_root);
-        self.chain
-            .push(output.tick, &output.state_root, &output.snapshots_root);
-        self.last_root = output.state_root;
+        self.block_inputs.push(inputs);
+        self.block_roots.extend_from_slice(&roots.state_root);
+        self.block_roots.extend_from_slice(&roots.snapshots_root);
+        self.chain.push(tick, &roots.state_root, &roots.snapshots_root);
+        self.last_root = roots.state_root;
         self.next_tick += 1;
         self.ticks_recorded += 1;
-        let k = self.options.checkpoint_interval_ticks;
-        let checkpoint_due = k > 0 && output.tick % k == 0;
         if self.block_inputs.len() as u32 >= self.options.block_ticks || checkpoint_due {
             self.flush_block()?;
         }
-        if checkpoint_due {
-            self.write_checkpoint(world)?;
+        if let Some(bytes) = checkpoint {
+            self.write_checkpoint_bytes(tick, bytes)?;
         }
         Ok(())
     }
@@ -198,30 +252,53 @@ impl<W: Durable> RecordingWriter<W> {
     }
 
     fn write_checkpoint(&mut self, world: &World) -> io::Result<()> {
-        let bytes = save_checkpoint(world);
-        let compressed = zstd::bulk::compress(&bytes, ZSTD_LEVEL)?;
-        self.write_record(RecordKind::Checkpoint, world.tick(), 0, &[&compressed])?;
-        self.last_checkpoint_tick = Some(world.tick());
+        self.write_checkpoint_bytes(world.tick(), &save_checkpoint(world))
+    }
+
+    fn write_checkpoint_bytes(&mut self, tick: u32, bytes: &[u8]) -> io::Result<()> {
+        let compressed = zstd::bulk::compress(bytes, ZSTD_LEVEL)?;
+        self.write_record(RecordKind::Checkpoint, tick, 0, &[&compressed])?;
+        self.last_checkpoint_tick = Some(tick);
         self.out.flush()
     }
 
     /// Like `finish`, with a checkpoint of `world` (the world after the last recorded
     /// tick) first, unless one of that tick was already written: the next session of this
     /// world resumes from it without stepping a single tick.
-    pub fn finish_with_checkpoint(mut self, world: &World) -> io::Result<W> {
-        if world.tick() != self.next_tick - 1 {
+    pub fn finish_with_checkpoint(self, world: &World) -> io::Result<W> {
+        let checkpoint = self
+            .final_checkpoint_needed(world.tick())
+            .then(|| save_checkpoint(world));
+        self.finish_with_checkpoint_bytes(world.tick(), checkpoint.as_deref())
+    }
+
+    /// Whether `finish_with_checkpoint` of the world at `tick` writes a checkpoint (none
+    /// when one of that tick was written already, or nothing was recorded).
+    pub fn final_checkpoint_needed(&self, tick: u32) -> bool {
+        self.last_checkpoint_tick != Some(tick) && self.ticks_recorded > 0
+    }
+
+    /// `finish_with_checkpoint` from its parts: the world's tick and, when
+    /// `final_checkpoint_needed(tick)`, its `save_checkpoint` bytes.
+    pub fn finish_with_checkpoint_bytes(mut self, tick: u32, checkpoint: Option<&[u8]>) -> io::Result<W> {
+        if tick != self.next_tick - 1 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
-                    "final checkpoint of tick {} but the last recorded tick is {}",
-                    world.tick(),
+                    "final checkpoint of tick {tick} but the last recorded tick is {}",
                     self.next_tick - 1
                 ),
             ));
         }
         self.flush_block()?;
-        if self.last_checkpoint_tick != Some(world.tick()) && self.ticks_recorded > 0 {
-            self.write_checkpoint(world)?;
+        if self.final_checkpoint_needed(tick) {
+            let Some(bytes) = checkpoint else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("the final checkpoint of tick {tick} is missing"),
+                ));
+            };
+            self.write_checkpoint_bytes(tick, bytes)?;
         }
         self.finish()
     }
