@@ -230,6 +230,7 @@ fn serve(config: ServerConfig, args: &ServeArgs) -> anyhow::Result<()> {
         })?
         .map(|port| (port, config.server.agones.clone()));
     raise_open_file_limit(config.server.connections_max);
+    return_large_blocks();
     let debug = debug_enabled();
     init_logging(debug);
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
@@ -375,3 +376,17 @@ fn raise_open_file_limit(connections_max: u32) {
 
 #[cfg(not(target_os = "linux"))]
 fn raise_open_file_limit(_connections_max: u32) {}
+
+/// Blocks of 1 MiB and more (a checkpoint's bytes, its compressed copy) come from their own
+/// mappings, returned on free. glibc's default moves that threshold up to the largest
+/// block freed, after which each checkpoint's buffers came from the heap and stayed: RSS
+/// rose in steps of ~300 KiB for a minute of a 1,000-client world (1.2 % over a
+/// 10-minute hold, where the heap otherwise drifted 0.2 %).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn return_large_blocks() {
+    // SAFETY: mallopt only sets an allocator parameter; called before other threads start.
+    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20) };
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn return_large_blocks() {}
