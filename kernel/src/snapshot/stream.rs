@@ -104,7 +104,8 @@ impl SnapshotScratch {
         let n = VIEW_ENTITIES_MAX;
         SnapshotScratch {
             candidates: Vec::with_capacity(4 * n),
-            by_id: Vec::with_capacity(n),
+            // As large as `candidates`: the two trade buffers every build.
+            by_id: Vec::with_capacity(4 * n),
             id_keys: Vec::with_capacity(n),
             sendable: Vec::with_capacity(n),
             priority: Vec::with_capacity(n),

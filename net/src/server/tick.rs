@@ -78,7 +78,7 @@ impl ClientShared {
                 code,
                 reason: reason.into(),
             });
-            self.close_set.store(true, std::sync::atomic::Ordering::Release);
+            self.close_set.store(true, Ordering::Release);
             // The connection may wait in two places at once (its session loop and a write
             // racing closes), so every waiter is woken; `notify_one` then keeps a permit
             // for a waiter that checked the flag just before it was set.
@@ -95,7 +95,7 @@ impl ClientShared {
     /// Resolves when a close has been requested.
     pub async fn close_requested(&self) {
         loop {
-            if self.close_set.load(std::sync::atomic::Ordering::Acquire) {
+            if self.close_set.load(Ordering::Acquire) {
                 return;
             }
             self.close_notify.notified().await;

@@ -144,13 +144,11 @@ impl<W: Durable> RecordingWriter<W> {
     /// Records one tick: the inputs it was stepped with and what it produced. `world` is
     /// the world after the step (used for checkpoints).
     pub fn record_tick(&mut self, inputs: &TickInputs, output: &TickOutput, world: &World) -> io::Result<()> {
-        let checkpoint = self.checkpoint_due(output.tick).then(|| save_checkpoint(world));
+        let checkpoint = self
+            .options
+            .checkpoint_due(output.tick)
+            .then(|| save_checkpoint(world));
         self.record_tick_parts(inputs.clone(), &TickRoots::of(output), checkpoint.as_deref())
-    }
-
-    /// Whether a checkpoint of the world after `tick` goes into the recording with it.
-    pub fn checkpoint_due(&self, tick: u32) -> bool {
-        self.options.checkpoint_due(tick)
     }
 
     /// The options in effect (`block_ticks` clamped).
@@ -159,7 +157,7 @@ impl<W: Durable> RecordingWriter<W> {
     }
 
     /// `record_tick` from its parts, for a writer on a thread of its own: the tick's
-    /// inputs and roots, and when `checkpoint_due(tick)` the world's `save_checkpoint`
+    /// inputs and roots, and when `WriterOptions::checkpoint_due` the world's `save_checkpoint`
     /// bytes (taken on the stepping thread; compressing and writing them happen here).
     pub fn record_tick_parts(
         &mut self,
@@ -174,7 +172,7 @@ impl<W: Durable> RecordingWriter<W> {
                 format!("recorded tick {tick} but tick {} was expected", self.next_tick),
             ));
         }
-        let checkpoint_due = self.checkpoint_due(tick);
+        let checkpoint_due = self.options.checkpoint_due(tick);
         if checkpoint_due != checkpoint.is_some() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,

@@ -186,18 +186,13 @@ impl Cursor {
         self.check(tick)?;
         let span_ticks = TRACK_SECONDS * self.rec.meta.config.tick_rate_hz;
         let from = tick.saturating_sub(span_ticks).max(self.rec.meta.start_tick);
-        let near = self.near(tick);
         let covered = self
             .track
             .as_ref()
-            .is_some_and(|t| t.id == id && t.seen_after_tick <= from && near);
-        if !covered {
-            self.track = None;
-            self.goto(from)?;
-            self.track = Some(Track::new(id, span_ticks, &self.world));
-        }
-        // Stepping, never restoring: the track must see every tick up to `tick`.
-        self.step_to(tick)?;
+            .is_some_and(|t| t.id == id && t.seen_after_tick <= from);
+        self.follow_to(from, tick, covered, |c| {
+            c.track = Some(Track::new(id, span_ticks, &c.world));
+        })?;
         let entity = entity_report(&self.world, id)
             .ok_or_else(|| format!("entity {id} does not exist at tick {tick}"))?;
         let track: Vec<[i64; 3]> = self.track.as_ref().map_or_else(Vec::new, |t| {
@@ -210,6 +205,24 @@ impl Cursor {
         Ok(Answer::Json(
             json!({ "tick": tick, "entity": entity, "track": track }),
         ))
+    }
+
+    /// Steps to `tick` with a follower (the watch or the track) that has seen every step
+    /// after `from`. When the current one has not (`covered` is false) or the cursor cannot
+    /// step to `tick`, the cursor lands on `from` and `start` makes a new one there; after
+    /// that it only steps, never restores, so the follower sees every tick up to `tick`.
+    fn follow_to(
+        &mut self,
+        from: u32,
+        tick: u32,
+        covered: bool,
+        start: impl FnOnce(&mut Cursor),
+    ) -> Result<(), String> {
+        if !(covered && self.near(tick)) {
+            self.goto(from)?;
+            start(self);
+        }
+        self.step_to(tick)
     }
 
     /// Whether the cursor can step to `tick` (at or ahead of it, by at most a checkpoint
@@ -236,19 +249,13 @@ impl Cursor {
         self.check(tick)?;
         let interval = self.rec.meta.config.snapshot_interval_ticks;
         let from = tick.saturating_sub(interval).max(self.rec.meta.start_tick);
-        let near = self.near(tick);
         let covered = self
             .watch
             .as_ref()
-            .is_some_and(|w| w.client == client && w.seen_after_tick <= from && near);
-        if !covered {
-            // Land on `from` without watching, then watch every step after it.
-            self.watch = None;
-            self.goto(from)?;
-            self.watch = Some(Watch::new(client, &self.world));
-        }
-        // Stepping, never restoring: the watch must see every tick up to `tick`.
-        self.step_to(tick)?;
+            .is_some_and(|w| w.client == client && w.seen_after_tick <= from);
+        self.follow_to(from, tick, covered, |c| {
+            c.watch = Some(Watch::new(client, &c.world));
+        })?;
         let Some(slot) = self.world.slot_of(client) else {
             return Err(format!("client {client} is not in the world at tick {tick}"));
         };
