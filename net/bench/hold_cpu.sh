@@ -1,0 +1,46 @@
+#!/bin/bash
+# One short 1,000-bot hold against a given server binary, for side-by-side comparisons
+# (opt-in), from the repo root after `cargo build --release -p migratory-net`:
+#   net/bench/hold_cpu.sh SERVER_BINARY BOTS_BINARY [perf|trace]
+# Ramps straight to 1,000 bots, then over 20 s of the hold prints the server's user and
+# system CPU per tick (from /proc, 1,200 ticks at 60 Hz), the bots' CPU, and the medians
+# of the soak's per-second loop p50/p99 and CPU series. Run binaries alternately (before,
+# after, before, after): the machine is shared and runs differ by 10 %.
+# Environment: SERVER_CONFIG=FILE (default net/bench/soak-server.toml); REC_DIR=DIR records
+# the session there (default: no recording); IO_NICE=N renices the server's I/O threads.
+# `perf` records a profile to hold-cpu-perf.data, `trace` counts syscalls into
+# hold-cpu-trace.txt (tracing slows the server: use its counts only).
+set -u
+SRV=${1:?usage: net/bench/hold_cpu.sh SERVER BOTS [perf|trace]}; BOTS=${2:?bots binary}; MODE=${3:-}
+OUT=$(mktemp -d)
+if [ -n "${REC_DIR:-}" ]; then REC=(--record-dir "$REC_DIR"); else REC=(--no-record); fi
+$SRV serve --config "${SERVER_CONFIG:-net/bench/soak-server.toml}" --listen 127.0.0.1:0 "${REC[@]}" > $OUT/out.txt 2> $OUT/err.txt &
+SP=$!
+for i in $(seq 50); do grep -q listening $OUT/out.txt && break; sleep 0.1; done
+URL=$(grep -o "ws://[^ ]*" $OUT/out.txt)
+if [ -n "${IO_NICE:-}" ]; then
+  for t in /proc/$SP/task/*; do grep -q migratory-io $t/comm && renice -n $IO_NICE -p $(basename $t) > /dev/null; done
+fi
+$BOTS soak --url "$URL" --out $OUT/soak --steps 1000 --step-seconds 20 --hold-seconds 30 --tasks 2 > $OUT/soak.txt 2>&1 &
+BP=$!
+sleep 28
+read U0 S0 <<< $(awk '{print $14, $15}' /proc/$SP/stat)
+B0=$(awk '{print $14+$15}' /proc/$BP/stat)
+case "$MODE" in
+  perf) perf record -F 999 -g -p $SP -o hold-cpu-perf.data -- sleep 20 2> /dev/null ;;
+  trace) perf trace -s -p $SP -o hold-cpu-trace.txt -- sleep 20 2> /dev/null ;;
+  *) sleep 20 ;;
+esac
+read U1 S1 <<< $(awk '{print $14, $15}' /proc/$SP/stat)
+B1=$(awk '{print $14+$15}' /proc/$BP/stat)
+wait $BP
+kill -INT $SP; wait $SP
+HZ=$(getconf CLK_TCK)
+SERIES=$(python3 -c "
+import json, statistics as st
+m = json.load(open('$OUT/soak/metrics.json'))
+h = [x for x in m['series'] if x['phase'] == 'hold']
+print('loop p50 %.2f p99 %.2f cpu %.2f (medians per second)' % tuple(st.median(x[k] for x in h) for k in ('loop_p50_ms', 'loop_p99_ms', 'cpu_ms_per_tick')))")
+python3 -c "print('$(basename $SRV): user %.2f sys %.2f ms per tick, bots %.2f s CPU in 20 s' % (($U1-$U0)*1000/$HZ/1200, ($S1-$S0)*1000/$HZ/1200, ($B1-$B0)/$HZ))"
+echo "$SERIES | $(grep -h RTT $OUT/soak/summary.txt)"
+rm -rf $OUT
