@@ -46,7 +46,7 @@ pub use hash::{hex, ChunkId, ChunkKind, ItemIds, TreeLayout, BOIDS_PER_CHUNK};
 pub use input::{name_is_valid, Input, Rejections, TickInputs, NAME_BYTES_MAX, THROTTLE_MAX};
 pub use output::{CastStats, ClientSnapshot, Joined, StreamSummary, TickOutput};
 pub use player::Player;
-pub use pool::PinError;
+pub use pool::{PinError, SHARD_COUNT_MAX};
 pub use scripted::{Script, ScriptConfig};
 pub use snapshot::{
     decode_snapshot_header, ClientDecoder, DecodeError, SnapshotHeader, ViewEntry, BASELINE_RING_LEN,

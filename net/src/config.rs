@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use migratory_kernel::WorldConfig;
+use migratory_kernel::{WorldConfig, SHARD_COUNT_MAX};
 use serde::Deserialize;
 use thiserror::Error;
 
@@ -56,7 +56,9 @@ pub struct ServerConfig {
 pub struct ServerSection {
     /// Address the one HTTP + WebSocket port binds to (port 0: an ephemeral port).
     pub listen: String,
-    /// Shards (worker threads) the kernel steps on. Output is identical for any count.
+    /// Shards (worker threads) the kernel steps on; 0 (the default) picks one per CPU the
+    /// process may run on, at most `SHARDS_AUTO_MAX` (see `shard_count`). Output is
+    /// identical for any count.
     pub shards: u32,
     /// Pin each shard's thread to its own CPU (the tick thread to the first). Without it a
     /// tick thread waking from its sleep can land on a worker's CPU and the two spin
@@ -94,11 +96,32 @@ pub struct ServerSection {
     pub agones: AgonesSection,
 }
 
+/// Most shards `shards = 0` picks. Measured with 1,000 bots on this project's 2-core
+/// machine (net/bench/soak/README.md): 2 pinned shards against 1, loop p99 6.3-6.9 ms
+/// against 8.3-8.8 (9.5-10.0 ms of CPU per tick against 9.3-9.7), and still 11.0-11.4
+/// against 12.9-13.2 with a CPU-bound neighbour. More shards than that are unmeasured, and
+/// each one spins a while after every job of a tick, so a larger machine opts in.
+pub const SHARDS_AUTO_MAX: usize = 2;
+
+impl ServerSection {
+    /// The shard count `shards` stands for: itself, or for 0 one per CPU this process may
+    /// run on (its affinity mask and CPU quota), at most `SHARDS_AUTO_MAX`. One CPU gets
+    /// one shard: two pinned to one CPU would spin against each other.
+    pub fn shard_count(&self) -> usize {
+        match self.shards {
+            0 => std::thread::available_parallelism()
+                .map_or(1, usize::from)
+                .min(SHARDS_AUTO_MAX),
+            n => n as usize,
+        }
+    }
+}
+
 impl Default for ServerSection {
     fn default() -> Self {
         ServerSection {
             listen: "127.0.0.1:7400".to_string(),
-            shards: 1,
+            shards: 0,
             pin_shard_threads: true,
             io_threads: 0,
             hello_timeout_seconds: 5.0,
@@ -301,7 +324,7 @@ impl ServerConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let s = &self.server;
         self.listen_addr()?;
-        range_u32("server.shards", s.shards, 1, 256)?;
+        range_u32("server.shards", s.shards, 0, SHARD_COUNT_MAX as u32)?;
         range_u32("server.io_threads", s.io_threads, 0, 256)?;
         seconds("server.hello_timeout_seconds", s.hello_timeout_seconds)?;
         seconds(
@@ -495,7 +518,7 @@ mod tests {
                 "server.client_backpressure.eviction_close_timeout_seconds",
             ),
             ("[server]\nlisten = \"nowhere\"", "server.listen"),
-            ("[server]\nshards = 0", "server.shards"),
+            ("[server]\nshards = 65", "server.shards"),
             ("[server]\nconnections_max = 0", "server.connections_max"),
             (
                 "[server]\nconnections_per_ip_max = 0",

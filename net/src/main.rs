@@ -51,7 +51,7 @@ struct ServeArgs {
     /// Address to listen on (`server.listen`); port 0 picks a free port.
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
-    /// Kernel shards (`server.shards`).
+    /// Kernel shards (`server.shards`; 0: one per CPU, at most 2).
     #[arg(long, value_name = "N")]
     shards: Option<u32>,
     /// Folder for the session recording (`server.recording.dir`).

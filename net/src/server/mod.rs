@@ -199,7 +199,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     let epoch = Instant::now();
     let s = &config.server;
     let world_config = config.world.clone();
-    let shards = s.shards as usize;
+    let shards = s.shard_count();
     let resumed = match &options.resume_from {
         Some(path) => Some(resume::resume(path, &world_config, shards)?),
         None => None,
@@ -466,7 +466,7 @@ fn open_recording(
     let writer = RecordingWriter::new(
         BufWriter::new(file),
         world,
-        config.server.shards,
+        world.shard_count() as u32,
         WriterOptions {
             block_ticks: r.block_ticks,
             checkpoint_interval_ticks: r.checkpoint_interval_ticks,

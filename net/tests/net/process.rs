@@ -156,7 +156,7 @@ fn config_errors_exit_2_naming_the_key() {
             "server.client_backpressure.eviction_close_code",
         ),
         ("[server.terrain_wire]\ndtype = \"f16\"\n", vec![], "f16"),
-        ("", vec!["--shards", "0"], "server.shards"),
+        ("", vec!["--shards", "65"], "server.shards"),
         ("", vec!["--listen", "not-an-address"], "server.listen"),
     ] {
         let path = dir.path().join("bad.toml");
@@ -196,6 +196,22 @@ fn io_threads_sets_the_runtime_threads() {
     let config = SMALL_WORLD_TOML.replace("[server]\n", "[server]\nio_threads = 5\n");
     let server = ServerProcess::spawn(dir.path(), &config, &["--no-record"]);
     assert_eq!(threads_named(server.pid(), "migratory-io"), 5);
+}
+
+#[test]
+fn shards_zero_picks_one_per_cpu_at_most_two_and_a_count_is_kept() {
+    let dir = TempDir::new("shards");
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    // Shard 0 runs on the tick thread; the others get threads "migratory-shard-N", which
+    // /proc shows cut to 15 bytes.
+    for (shards, workers) in [("0", cpus.min(2) - 1), ("3", 2)] {
+        let server = ServerProcess::spawn(dir.path(), SMALL_WORLD_TOML, &["--no-record", "--shards", shards]);
+        assert_eq!(
+            threads_named(server.pid(), "migratory-shard"),
+            workers,
+            "--shards {shards}"
+        );
+    }
 }
 
 #[test]
