@@ -175,11 +175,18 @@ pub fn draw(path: &Path, series: &[Sample], thresholds: &Thresholds) -> Result<(
         (
             "Server CPU per tick",
             "ms",
-            vec![Line {
-                name: "cpu",
-                color: blue,
-                values: pick(&|s| s.cpu_ms_per_tick),
-            }],
+            vec![
+                Line {
+                    name: "total",
+                    color: blue,
+                    values: pick(&|s| s.cpu_ms_per_tick),
+                },
+                Line {
+                    name: "system",
+                    color: orange,
+                    values: pick(&|s| s.cpu_system_ms_per_tick),
+                },
+            ],
         ),
     ];
     for (area, (title, unit, lines)) in panels.iter().zip(specs) {

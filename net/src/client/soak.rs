@@ -88,6 +88,8 @@ pub struct Sample {
     pub skipped_ticks_total: Option<f64>,
     pub rss_bytes: Option<u64>,
     pub cpu_ms_per_tick: Option<f64>,
+    /// The system (OS kernel) part of `cpu_ms_per_tick`.
+    pub cpu_system_ms_per_tick: Option<f64>,
 }
 
 /// A distribution's summary.
@@ -139,9 +141,36 @@ pub struct SoakReport {
     pub downstream_bytes_per_s_per_bot_hold: Distribution,
     /// PING round trips over the hold, ms.
     pub rtt_ms_hold: Distribution,
+    /// The server over the hold: medians of its per-second figures.
+    pub server_hold: ServerHold,
     pub series: Vec<Sample>,
     pub verdicts: Vec<Verdict>,
     pub pass: bool,
+}
+
+/// The server's figures over the hold, each the median of its seconds (`None`: no second
+/// had the figure).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ServerHold {
+    pub loop_p50_ms: Option<f64>,
+    pub loop_p99_ms: Option<f64>,
+    pub cpu_ms_per_tick: Option<f64>,
+    pub cpu_system_ms_per_tick: Option<f64>,
+}
+
+impl ServerHold {
+    fn of(hold: &[&Sample]) -> ServerHold {
+        let median = |f: fn(&Sample) -> Option<f64>| {
+            let v: Vec<f64> = hold.iter().filter_map(|s| f(s)).collect();
+            (!v.is_empty()).then(|| Distribution::of(v).p50)
+        };
+        ServerHold {
+            loop_p50_ms: median(|s| s.loop_p50_ms),
+            loop_p99_ms: median(|s| s.loop_p99_ms),
+            cpu_ms_per_tick: median(|s| s.cpu_ms_per_tick),
+            cpu_system_ms_per_tick: median(|s| s.cpu_system_ms_per_tick),
+        }
+    }
 }
 
 /// Why a soak could not run (a failed threshold is not an error: see `SoakReport::pass`).
@@ -169,6 +198,7 @@ struct ServerSample {
     skipped: Option<f64>,
     rss_bytes: Option<f64>,
     cpu_s: Option<f64>,
+    cpu_system_s: Option<f64>,
     evictions: Option<f64>,
 }
 
@@ -189,6 +219,7 @@ async fn scrape(host: Option<&str>) -> ServerSample {
         skipped: sample(&text, "migratory_ticks_skipped_total", ""),
         rss_bytes: sample(&text, "process_resident_memory_bytes", ""),
         cpu_s: sample(&text, "process_cpu_seconds_total", ""),
+        cpu_system_s: sample(&text, "migratory_process_cpu_system_seconds_total", ""),
         evictions: sample(&text, "migratory_evictions_total", ""),
     }
 }
@@ -282,10 +313,13 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
             .map(|mut s| s.drain(..).map(|us| f64::from(us) / 1000.0).collect())
             .unwrap_or_default();
         let server = scrape(host.as_deref()).await;
-        let cpu_ms_per_tick = match (server.cpu_s, last_server.cpu_s, server.ticks, last_server.ticks) {
-            (Some(c1), Some(c0), Some(t1), Some(t0)) if t1 > t0 => Some((c1 - c0) * 1000.0 / (t1 - t0)),
-            _ => None,
-        };
+        let per_tick =
+            |now: Option<f64>, before: Option<f64>| match (now, before, server.ticks, last_server.ticks) {
+                (Some(c1), Some(c0), Some(t1), Some(t0)) if t1 > t0 => Some((c1 - c0) * 1000.0 / (t1 - t0)),
+                _ => None,
+            };
+        let cpu_ms_per_tick = per_tick(server.cpu_s, last_server.cpu_s);
+        let cpu_system_ms_per_tick = per_tick(server.cpu_system_s, last_server.cpu_system_s);
         last_server = server;
         let down = Distribution::of(rates);
         if in_hold {
@@ -308,6 +342,7 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
             skipped_ticks_total: server.skipped,
             rss_bytes: server.rss_bytes.map(|b| b as u64),
             cpu_ms_per_tick,
+            cpu_system_ms_per_tick,
         };
         if in_hold {
             if let Some(r) = server.rss_bytes {
@@ -414,6 +449,7 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
         totals,
         downstream_bytes_per_s_per_bot_hold: downstream,
         rtt_ms_hold: rtt_hold,
+        server_hold: ServerHold::of(&hold),
         series,
         verdicts,
         pass,
@@ -445,9 +481,12 @@ fn write_outputs(out: &Path, r: &SoakReport) -> Result<(), SoakError> {
         ));
     }
     let t = &r.totals;
+    let h = &r.server_hold;
+    let figure = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
     s.push_str(&format!(
         "bots {} joined {} stalled {} closed by server {} {:?} drops {} decode errors {}\n\
          downstream per bot (hold) mean {:.0} p95 {:.0} max {:.0} B/s; RTT (hold) p50 {:.2} p99 {:.2} ms\n\
+         server (hold, medians of the seconds) loop p50 {} p99 {} ms; CPU {} ms per tick, {} of it system\n\
          {}\n",
         t.clients,
         t.joined,
@@ -461,6 +500,10 @@ fn write_outputs(out: &Path, r: &SoakReport) -> Result<(), SoakError> {
         r.downstream_bytes_per_s_per_bot_hold.max,
         r.rtt_ms_hold.p50,
         r.rtt_ms_hold.p99,
+        figure(h.loop_p50_ms),
+        figure(h.loop_p99_ms),
+        figure(h.cpu_ms_per_tick),
+        figure(h.cpu_system_ms_per_tick),
         if r.pass { "PASS" } else { "FAIL" }
     ));
     std::fs::write(out.join("summary.txt"), s).map_err(io("writing summary.txt"))?;

@@ -537,6 +537,12 @@ impl Metrics {
                  # TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {}",
                 p.cpu_seconds
             );
+            let _ = writeln!(
+                o,
+                "# HELP migratory_process_cpu_system_seconds_total The system (OS kernel) part of process_cpu_seconds_total: sends, receives, and on loopback the delivery of what was sent.\n\
+                 # TYPE migratory_process_cpu_system_seconds_total counter\nmigratory_process_cpu_system_seconds_total {}",
+                p.cpu_system_seconds
+            );
         }
         o
     }
@@ -546,6 +552,7 @@ impl Metrics {
 struct ProcessFigures {
     resident_bytes: u64,
     cpu_seconds: f64,
+    cpu_system_seconds: f64,
 }
 
 #[cfg(target_os = "linux")]
@@ -572,6 +579,7 @@ fn process_figures() -> Option<ProcessFigures> {
     Some(ProcessFigures {
         resident_bytes: pages * page as u64,
         cpu_seconds: (utime + stime) as f64 / hz as f64,
+        cpu_system_seconds: stime as f64 / hz as f64,
     })
 }
 
@@ -699,8 +707,11 @@ mod tests {
             while start.elapsed() < std::time::Duration::from_millis(60) {
                 x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
             }
-            let cpu = sample(&m.render(), "process_cpu_seconds_total", "").unwrap();
+            let text = m.render();
+            let cpu = sample(&text, "process_cpu_seconds_total", "").unwrap();
             assert!(cpu >= 0.02, "{cpu}");
+            let system = sample(&text, "migratory_process_cpu_system_seconds_total", "").unwrap();
+            assert!((0.0..=cpu).contains(&system), "system {system} of {cpu}");
         }
         let p99 = sample(&text, "migratory_tick_loop_seconds", "{quantile=\"0.99\"}").unwrap();
         assert!((p99 - 0.0015).abs() < 0.0001, "{p99}");

@@ -542,6 +542,7 @@ fn a_short_soak_writes_its_json_chart_and_summary() {
             "loop_p99_ms",
             "rss_bytes",
             "cpu_ms_per_tick",
+            "cpu_system_ms_per_tick",
         ] {
             assert!(s[key].is_number(), "{key} missing in {s}");
         }
@@ -549,6 +550,14 @@ fn a_short_soak_writes_its_json_chart_and_summary() {
     }
     assert_eq!(json["totals"]["decode_errors"], 0);
     assert_eq!(json["totals"]["joined"], 6);
+    let hold_figure = |key: &str| {
+        json["server_hold"][key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("server_hold.{key} missing in {}", json["server_hold"]))
+    };
+    assert!(hold_figure("loop_p50_ms") <= hold_figure("loop_p99_ms"));
+    // Per second the system part is at most the whole, so their medians are too.
+    assert!(hold_figure("cpu_system_ms_per_tick") <= hold_figure("cpu_ms_per_tick"));
     let png = std::fs::File::open(out_dir.join("chart.png")).expect("chart.png");
     let info = png::Decoder::new(png).read_info().expect("a PNG").info().clone();
     assert_eq!((info.width, info.height), (1600, 1200));
@@ -568,4 +577,9 @@ fn a_short_soak_writes_its_json_chart_and_summary() {
             "{name} has no verdict in:\n{summary}"
         );
     }
+    let server_line = summary
+        .lines()
+        .find(|l| l.starts_with("server (hold"))
+        .unwrap_or_else(|| panic!("no server line in:\n{summary}"));
+    assert!(!server_line.contains(" - "), "a figure is missing: {server_line}");
 }
