@@ -159,16 +159,52 @@ pub fn save_checkpoint(world: &World) -> Vec<u8> {
             })
             .collect(),
     };
-    let payload =
-        rkyv::to_bytes::<rancor::Error>(&state).expect("serializing plain data into memory cannot fail");
-    let mut out = vec![0u8; HEADER_BYTES];
+    // The archive goes straight behind a zeroed header in one buffer sized for it up front.
+    // Letting it grow copied everything written so far at each doubling and faulted in
+    // fresh pages each time, and the payload was then copied once more behind its header:
+    // a 7 MB checkpoint of 1,000 clients took 13.4 ms (`headless 600 2 1000`), most of it
+    // copies and page faults, on the tick thread of a live server. rkyv positions are
+    // relative and its padding follows the position, which the header's 56 bytes (a
+    // multiple of every archived alignment) leave unchanged, so the payload bytes are the
+    // same as an archive of its own (the golden test holds a checkpoint's hash).
+    const _: () = assert!(HEADER_BYTES % 8 == 0);
+    let capacity = HEADER_BYTES + archive_bytes_max(&state);
+    let mut out = Vec::with_capacity(capacity);
+    out.resize(HEADER_BYTES, 0);
+    let mut out = rkyv::api::high::to_bytes_in::<_, rancor::Error>(&state, out)
+        .expect("serializing plain data into memory cannot fail");
+    debug_assert!(
+        out.len() <= capacity,
+        "archive_bytes_max is {} bytes short",
+        out.len() - capacity
+    );
+    let payload_len = (out.len() - HEADER_BYTES) as u64;
+    let checksum = *blake3::hash(&out[HEADER_BYTES..]).as_bytes();
     out[MAGIC_OFFSET..VERSION_OFFSET].copy_from_slice(MAGIC);
     out[VERSION_OFFSET..RULES_VERSION_OFFSET].copy_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
     out[RULES_VERSION_OFFSET..RESERVED_OFFSET].copy_from_slice(&KERNEL_RULES_VERSION.to_le_bytes());
-    out[PAYLOAD_LEN_OFFSET..CHECKSUM_OFFSET].copy_from_slice(&(payload.len() as u64).to_le_bytes());
-    out[CHECKSUM_OFFSET..HEADER_BYTES].copy_from_slice(blake3::hash(&payload).as_bytes());
-    out.extend_from_slice(&payload);
+    out[PAYLOAD_LEN_OFFSET..CHECKSUM_OFFSET].copy_from_slice(&payload_len.to_le_bytes());
+    out[CHECKSUM_OFFSET..HEADER_BYTES].copy_from_slice(&checksum);
     out
+}
+
+/// A bound on the archive of `state`: its arrays' bytes, a generous allowance per record
+/// for lengths, offsets and padding, and one for the config. Too low only costs a regrow.
+fn archive_bytes_max(state: &CheckpointState) -> usize {
+    const RECORD_OVERHEAD_BYTES: usize = 32;
+    let streams: usize = state
+        .streams
+        .iter()
+        .map(|s| {
+            let views: usize = s
+                .views
+                .iter()
+                .map(|v| RECORD_OVERHEAD_BYTES + std::mem::size_of_val(&v.entries[..]))
+                .sum();
+            RECORD_OVERHEAD_BYTES + views + std::mem::size_of_val(&s.interest[..])
+        })
+        .sum();
+    4096 + state.boid_planes.len() + std::mem::size_of_val(&state.players[..]) * 2 + streams
 }
 
 /// Restores a world whose terrain is generated from its config.

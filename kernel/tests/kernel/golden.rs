@@ -1,8 +1,9 @@
-//! Golden roots: a fixed scenario's state roots, so any behaviour change shows in review.
+//! Golden roots: a fixed scenario's state roots and final checkpoint, so any behaviour or format
+//! change shows in review.
 //! Set `MIGRATORY_BLESS=1` to rewrite the file after an intended change.
 
 use migratory_kernel::hex;
-use migratory_kernel::{Script, ScriptConfig, TickInputs, World, WorldConfig};
+use migratory_kernel::{save_checkpoint, Script, ScriptConfig, TickInputs, World, WorldConfig};
 
 /// Compares `actual` with the golden file `name`, or rewrites it under `MIGRATORY_BLESS=1`.
 pub fn check(name: &str, actual: &str) {
@@ -55,5 +56,13 @@ fn golden_roots_of_the_default_world_with_scripted_players() {
             );
         }
     }
+    // The checkpoint's bytes are a format: saving them faster must not change them.
+    let checkpoint = save_checkpoint(&world);
+    text += &format!(
+        "checkpoint at tick {} bytes {} blake3 {}\n",
+        world.tick(),
+        checkpoint.len(),
+        hex(blake3::hash(&checkpoint).as_bytes())
+    );
     check("roots.txt", &text);
 }
