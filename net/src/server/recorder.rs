@@ -93,7 +93,7 @@ impl Recorder {
             checkpoint: self
                 .options
                 .checkpoint_due(out.tick)
-                .then(|| save_checkpoint(world)),
+                .then(|| save_checkpoint_apart(world)),
         };
         if tx.send(job).is_err() {
             self.tx = None;
@@ -163,4 +163,16 @@ fn write_jobs(mut writer: Writer, rx: Receiver<Job>, metrics: &Metrics) -> std::
         metrics.recording_bytes.store(writer.bytes_written(), Relaxed);
     }
     Ok(())
+}
+
+/// `save_checkpoint` on a thread of its own while the tick thread waits. The copy of the
+/// world it builds (thousands of small blocks: each client's views and interest) then lives
+/// in that thread's heap, which holds nothing else and goes back to the OS when they are
+/// freed. Built on the tick thread, the copy's blocks were freed among the tick thread's
+/// longer-lived ones, and RSS rose in steps at some checkpoints and stayed: 1,000 bots,
+/// 4-minute holds recorded, 1.44 / 1.70 % drift on 2 shards and 0.93 % on 1; 0.009 % this way.
+/// A new thread per checkpoint costs about 50 us every `checkpoint_interval_ticks`.
+fn save_checkpoint_apart(world: &World) -> Vec<u8> {
+    std::thread::scope(|s| s.spawn(|| save_checkpoint(world)).join())
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
