@@ -251,6 +251,9 @@ pub struct Metrics {
 
     pub recording_bytes: AtomicU64,
     pub recording_errors_total: AtomicU64,
+    /// Bytes of the joined clients' view arenas (refreshed once a second): memory that
+    /// follows each client's worst ack lag.
+    pub view_arena_bytes: AtomicU64,
 }
 
 impl Metrics {
@@ -523,6 +526,12 @@ impl Metrics {
             "migratory_recording_errors_total",
             "Recording write failures (recording stops at the first).",
             l(&self.recording_errors_total),
+        );
+        g(
+            &mut o,
+            "migratory_view_arena_bytes",
+            "Bytes of the joined clients' remembered-view arenas (each grows with its client's worst ack lag); refreshed once a second.",
+            l(&self.view_arena_bytes) as i64,
         );
         if let Some(p) = process_figures() {
             let _ = writeln!(

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, Ordering::
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use migratory_kernel::{Input, TickInputs, World};
+use migratory_kernel::{Input, TickInputs, ViewEntry, World, VIEW_ENTITIES_MAX};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::mpsc::Sender;
 use tokio::sync::Notify;
@@ -365,6 +365,13 @@ impl TickLoop {
             us(t4 - t0),
         );
         m.ticks_total.fetch_add(1, Relaxed);
+        if self.world.tick() % self.world.config().tick_rate_hz == 0 {
+            let regions: usize = (0..self.world.players().len() as u32)
+                .filter_map(|slot| self.world.view_arena_regions(slot))
+                .sum();
+            let region_bytes = VIEW_ENTITIES_MAX * std::mem::size_of::<ViewEntry>();
+            m.view_arena_bytes.store((regions * region_bytes) as u64, Relaxed);
+        }
         t4 - t0
     }
 

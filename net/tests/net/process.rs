@@ -350,6 +350,11 @@ fn sigkill_loses_at_most_the_last_block_and_the_rest_replays() {
             }
             tokio::time::sleep(Duration::from_millis(30)).await;
         }
+        // Two joined clients hold 2 to 16 view regions of 128 entries x 12 bytes each.
+        let arena_bytes = metric(&server.host(), "migratory_view_arena_bytes").await as usize;
+        let region_bytes = 128 * 12;
+        assert_eq!(arena_bytes % region_bytes, 0, "{arena_bytes}");
+        assert!((4..=32).contains(&(arena_bytes / region_bytes)), "{arena_bytes}");
         metric(&server.host(), "migratory_ticks_total").await
     });
     server.child.kill().expect("SIGKILL");
