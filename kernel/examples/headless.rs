@@ -8,7 +8,9 @@
 use std::time::Instant;
 
 use migratory_kernel::hex;
-use migratory_kernel::{save_checkpoint, Script, ScriptConfig, TickInputs, World, WorldConfig};
+use migratory_kernel::{
+    save_checkpoint, save_checkpoint_unsealed, Script, ScriptConfig, TickInputs, World, WorldConfig,
+};
 
 fn arg(n: usize, default: u32) -> u32 {
     std::env::args()
@@ -96,11 +98,22 @@ fn main() {
         })
         .collect();
     save_us.sort_unstable();
+    let mut unsealed_us: Vec<u64> = (0..21)
+        .map(|_| {
+            let t0 = Instant::now();
+            std::hint::black_box(save_checkpoint_unsealed(&world));
+            t0.elapsed().as_micros() as u64
+        })
+        .collect();
+    unsealed_us.sort_unstable();
     println!(
-        "save_checkpoint: {} bytes, median {} us, max {} us (21 saves)",
+        "save_checkpoint: {} bytes, median {} us, max {} us; without the checksum (the live \
+         server's tick thread) median {} us, max {} us (21 saves each)",
         save_checkpoint(&world).len(),
         save_us[10],
-        save_us[20]
+        save_us[20],
+        unsealed_us[10],
+        unsealed_us[20]
     );
     println!("final tick {} root {}", world.tick(), hex(&world.state_root()));
 }

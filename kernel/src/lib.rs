@@ -36,7 +36,10 @@ mod world;
 mod zones;
 
 pub use boids::Boid;
-pub use checkpoint::{restore_checkpoint, save_checkpoint, CheckpointError, CHECKPOINT_VERSION};
+pub use checkpoint::{
+    restore_checkpoint, save_checkpoint, save_checkpoint_unsealed, CheckpointError, UnsealedCheckpoint,
+    CHECKPOINT_VERSION,
+};
 pub use config::{
     ConfigError, FlockingConfig, PlayerConfig, WorldConfig, BOID_COUNT_MAX, CLIENT_SLOTS_MAX,
     HUNTING_FIELD_COUNT_MAX, SPEED_MAX_MM_PER_TICK, TERRAIN_GRID_CELLS_MAX, THINK_INTERVAL_TICKS_MAX,

@@ -2,7 +2,8 @@
 
 use super::{assert_same_run, run, scripted, small_config};
 use migratory_kernel::{
-    restore_checkpoint, save_checkpoint, CheckpointError, Input, ScriptConfig, TickInputs, World,
+    restore_checkpoint, save_checkpoint, save_checkpoint_unsealed, CheckpointError, Input, ScriptConfig,
+    TickInputs, World,
 };
 use proptest::prelude::*;
 
@@ -75,6 +76,9 @@ proptest! {
         let mut first = World::new(small_config(seed), 1).unwrap();
         run(&mut first, &stream[..at]);
         let bytes = save_checkpoint(&first);
+        // The live server's split (copy on the tick thread, checksum on the writer's) gives
+        // the same bytes.
+        prop_assert!(save_checkpoint_unsealed(&first).seal() == bytes, "sealed bytes differ at tick {}", at);
         let mut restored = restore_checkpoint(&bytes, shards).unwrap();
         prop_assert_eq!(restored.tick() as usize, at);
         prop_assert_eq!(restored.state_root(), expected[at - 1].0, "restored root differs at tick {}", at);
