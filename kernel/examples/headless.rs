@@ -90,30 +90,29 @@ fn main() {
         );
     }
     // What a recording checkpoint of this world costs the thread that saves it.
-    let mut save_us: Vec<u64> = (0..21)
-        .map(|_| {
-            let t0 = Instant::now();
-            std::hint::black_box(save_checkpoint(&world));
-            t0.elapsed().as_micros() as u64
-        })
-        .collect();
-    save_us.sort_unstable();
-    let mut unsealed_us: Vec<u64> = (0..21)
-        .map(|_| {
-            let t0 = Instant::now();
-            std::hint::black_box(save_checkpoint_unsealed(&world));
-            t0.elapsed().as_micros() as u64
-        })
-        .collect();
-    unsealed_us.sort_unstable();
+    let save_us = median_and_max_us(|| drop(std::hint::black_box(save_checkpoint(&world))));
+    let unsealed_us = median_and_max_us(|| drop(std::hint::black_box(save_checkpoint_unsealed(&world))));
     println!(
         "save_checkpoint: {} bytes, median {} us, max {} us; without the checksum (the live \
          server's tick thread) median {} us, max {} us (21 saves each)",
         save_checkpoint(&world).len(),
-        save_us[10],
-        save_us[20],
-        unsealed_us[10],
-        unsealed_us[20]
+        save_us.0,
+        save_us.1,
+        unsealed_us.0,
+        unsealed_us.1
     );
     println!("final tick {} root {}", world.tick(), hex(&world.state_root()));
+}
+
+/// The median and the longest of 21 runs of `f`, in microseconds.
+fn median_and_max_us(f: impl Fn()) -> (u64, u64) {
+    let mut us: Vec<u64> = (0..21)
+        .map(|_| {
+            let t0 = Instant::now();
+            f();
+            t0.elapsed().as_micros() as u64
+        })
+        .collect();
+    us.sort_unstable();
+    (us[10], us[20])
 }

@@ -134,7 +134,8 @@ pub fn save_checkpoint(world: &World) -> Vec<u8> {
 }
 
 /// A checkpoint whose checksum is not filled in yet: the copy of the world is taken, the
-/// blake3 over it (2 ms for 7 MB) can be left to another thread. Only `seal` gives bytes.
+/// blake3 over it (1.4 of the 2.5 ms a 7 MB checkpoint takes) can be left to another
+/// thread. Only `seal` gives bytes.
 #[derive(Debug)]
 pub struct UnsealedCheckpoint(Vec<u8>);
 

@@ -14,7 +14,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use migratory_kernel::{save_checkpoint, save_checkpoint_unsealed, TickInputs, UnsealedCheckpoint, World};
+use migratory_kernel::{save_checkpoint_unsealed, TickInputs, UnsealedCheckpoint, World};
 use migratory_replay::{RecordingWriter, TickRoots, WriterOptions};
 
 use crate::server::metrics::Metrics;
@@ -32,9 +32,12 @@ enum Job {
         /// Sealed (its checksum computed) on the writer thread.
         checkpoint: Option<UnsealedCheckpoint>,
     },
-    /// The last recorded tick and the world's checkpoint bytes at it; the writer decides
-    /// whether the recording still needs them.
-    Finish { tick: u32, checkpoint: Vec<u8> },
+    /// The last recorded tick and the world's checkpoint at it; the writer decides whether
+    /// the recording still needs it (and only then seals it).
+    Finish {
+        tick: u32,
+        checkpoint: UnsealedCheckpoint,
+    },
 }
 
 /// The session recording and the thread writing it.
@@ -113,7 +116,7 @@ impl Recorder {
         };
         let job = Job::Finish {
             tick: world.tick(),
-            checkpoint: save_checkpoint(world),
+            checkpoint: save_checkpoint_unsealed(world),
         };
         let sent = tx.send(job).is_ok();
         drop(tx);
@@ -159,8 +162,8 @@ fn write_jobs(mut writer: Writer, rx: Receiver<Job>, metrics: &Metrics) -> std::
                 writer.record_tick_parts(inputs, &roots, checkpoint.as_deref())?
             }
             Job::Finish { tick, checkpoint } => {
-                let checkpoint = writer.final_checkpoint_needed(tick).then_some(&checkpoint[..]);
-                writer.finish_with_checkpoint_bytes(tick, checkpoint)?;
+                let checkpoint = writer.final_checkpoint_needed(tick).then(|| checkpoint.seal());
+                writer.finish_with_checkpoint_bytes(tick, checkpoint.as_deref())?;
                 return Ok(());
             }
         }
@@ -175,7 +178,7 @@ fn write_jobs(mut writer: Writer, rx: Receiver<Job>, metrics: &Metrics) -> std::
 /// freed. Built on the tick thread, the copy's blocks were freed among the tick thread's
 /// longer-lived ones, and RSS rose in steps at some checkpoints and stayed: 1,000 bots,
 /// 4-minute holds recorded, 1.44 / 1.70 % drift on 2 shards and 0.93 % on 1; 0.009 % this way.
-/// A new thread per checkpoint costs about 50 us every `checkpoint_interval_ticks`.
+/// The price is one thread started every `checkpoint_interval_ticks`.
 fn save_checkpoint_apart(world: &World) -> UnsealedCheckpoint {
     std::thread::scope(|s| s.spawn(|| save_checkpoint_unsealed(world)).join())
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic))

@@ -190,9 +190,13 @@ impl Cursor {
             .track
             .as_ref()
             .is_some_and(|t| t.id == id && t.seen_after_tick <= from);
-        self.follow_to(from, tick, covered, |c| {
-            c.track = Some(Track::new(id, span_ticks, &c.world));
-        })?;
+        self.follow_to(
+            from,
+            tick,
+            covered,
+            |c| &mut c.track,
+            |w| Track::new(id, span_ticks, w),
+        )?;
         let entity = entity_report(&self.world, id)
             .ok_or_else(|| format!("entity {id} does not exist at tick {tick}"))?;
         let track: Vec<[i64; 3]> = self.track.as_ref().map_or_else(Vec::new, |t| {
@@ -207,20 +211,23 @@ impl Cursor {
         ))
     }
 
-    /// Steps to `tick` with a follower (the watch or the track) that has seen every step
-    /// after `from`. When the current one has not (`covered` is false) or the cursor cannot
-    /// step to `tick`, the cursor lands on `from` and `start` makes a new one there; after
-    /// that it only steps, never restores, so the follower sees every tick up to `tick`.
-    fn follow_to(
+    /// Steps to `tick` with a follower (the watch or the track, in the field `slot` names)
+    /// that has seen every step after `from`. When the current one has not (`covered` is
+    /// false) or the cursor cannot step to `tick`, it is dropped, the cursor lands on
+    /// `from` and `start` makes a new one there; after that the cursor only steps, never
+    /// restores, so the follower sees every tick up to `tick`.
+    fn follow_to<F>(
         &mut self,
         from: u32,
         tick: u32,
         covered: bool,
-        start: impl FnOnce(&mut Cursor),
+        slot: fn(&mut Cursor) -> &mut Option<F>,
+        start: impl FnOnce(&World) -> F,
     ) -> Result<(), String> {
         if !(covered && self.near(tick)) {
+            *slot(self) = None;
             self.goto(from)?;
-            start(self);
+            *slot(self) = Some(start(&self.world));
         }
         self.step_to(tick)
     }
@@ -253,9 +260,7 @@ impl Cursor {
             .watch
             .as_ref()
             .is_some_and(|w| w.client == client && w.seen_after_tick <= from);
-        self.follow_to(from, tick, covered, |c| {
-            c.watch = Some(Watch::new(client, &c.world));
-        })?;
+        self.follow_to(from, tick, covered, |c| &mut c.watch, |w| Watch::new(client, w))?;
         let Some(slot) = self.world.slot_of(client) else {
             return Err(format!("client {client} is not in the world at tick {tick}"));
         };
