@@ -23,11 +23,11 @@ use thiserror::Error;
 use crate::boids::{Boid, BOID_RECORD_BYTES, BOID_VX_OFFSET, BOID_VY_OFFSET, BOID_X_OFFSET, BOID_Y_OFFSET};
 use crate::config::WorldConfig;
 use crate::player::Player;
+use crate::rules_version::KERNEL_RULES_VERSION;
 use crate::snapshot::stream::{ClientStream, Interest, NO_TICK};
 use crate::snapshot::{ViewEntry, VIEW_ENTITIES_MAX};
 use crate::terrain::Terrain;
 use crate::world::{World, WorldError, WorldState};
-use crate::KERNEL_RULES_VERSION;
 
 /// Current checkpoint format version.
 pub const CHECKPOINT_VERSION: u32 = 2;

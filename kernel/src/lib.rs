@@ -29,6 +29,7 @@ mod output;
 mod player;
 mod pool;
 mod rng;
+mod rules_version;
 mod scripted;
 mod snapshot;
 mod terrain;
@@ -50,6 +51,7 @@ pub use input::{name_is_valid, Input, Rejections, TickInputs, NAME_BYTES_MAX, TH
 pub use output::{CastStats, ClientSnapshot, Joined, StreamSummary, TickOutput};
 pub use player::Player;
 pub use pool::{PinError, SHARD_COUNT_MAX};
+pub use rules_version::KERNEL_RULES_VERSION;
 pub use scripted::{Script, ScriptConfig};
 pub use snapshot::{
     decode_snapshot_header, ClientDecoder, DecodeError, SnapshotHeader, ViewEntry, BASELINE_RING_LEN,
@@ -67,7 +69,3 @@ pub mod testkit;
 pub mod bench_hooks {
     pub use crate::hash::{anchor_leaf, player_chunk, PLAYERS_PER_CHUNK};
 }
-
-/// Version of the simulation rules. Bump it whenever the same inputs would produce a
-/// different state or different snapshots, so recordings can tell they need re-blessing.
-pub const KERNEL_RULES_VERSION: u32 = 5;

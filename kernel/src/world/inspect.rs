@@ -5,8 +5,8 @@ use super::World;
 use crate::boids::Boid;
 use crate::hash::{self, ChunkId, ChunkKind, BOIDS_PER_CHUNK, PLAYERS_PER_CHUNK, STREAMS_PER_CHUNK};
 use crate::output::StreamSummary;
+use crate::rules_version::KERNEL_RULES_VERSION;
 use crate::snapshot::ViewEntry;
-use crate::KERNEL_RULES_VERSION;
 
 impl World {
     /// The state root recomputed serially from the state, without touching the world: a

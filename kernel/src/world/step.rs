@@ -15,8 +15,8 @@ use crate::hash::{self, ChunkId, ChunkKind, BOIDS_PER_CHUNK, PLAYERS_PER_CHUNK, 
 use crate::input::TickInputs;
 use crate::output::TickOutput;
 use crate::pool::{SharedSlice, SHARD_COUNT_MAX};
+use crate::rules_version::KERNEL_RULES_VERSION;
 use crate::snapshot::stream::{SnapshotContext, SnapshotScratch};
-use crate::KERNEL_RULES_VERSION;
 
 /// Slots of the boid grid a shard claims at a time in the boid phase (6 KiB of boids).
 const BOID_CHUNK_SLOTS: usize = 512;
