@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use migratory_net::server::metrics::Metrics;
+use migratory_server::metrics::Metrics;
 
 /// Latency samples of one tick, in microseconds (loop, ingest, step, record, handoff),
 /// varied so the histograms see a spread of buckets.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Fleet figures, from the repo root, after `cargo build --release -p migratory-net -p migratory-replay`:
+# Fleet figures, from the repo root, after `cargo build --release -p migratory-server -p migratory-fleet -p migratory-bots -p migratory-replay`:
 #   net/bench/fleet.sh WORLDS [WORLD_JSON]
 # Starts a fleet (SQLite store in a temp folder), then creates and joins worlds one by one
 # up to WORLDS, all left running (idle timeout 1 h). For each new world it prints the
@@ -42,7 +42,7 @@ done
 # players, cut off inside its last block, so its last durable tick is 36,540: 540 ticks
 # after the checkpoint of tick 36,000, the most a crash can leave to replay with 60-tick
 # blocks and a checkpoint every 600 ticks (a block also ends at every checkpoint).
-SEED=$(python3 -c 'import tomllib; print(tomllib.load(open("net/config/default.toml","rb"))["world"]["seed"])')
+SEED=$(python3 -c 'import tomllib; print(tomllib.load(open("net/server/config/default.toml","rb"))["world"]["seed"])')
 "$BIN/migratory-replay" synth -o "$W/played.mrec" --seed "$SEED" --ticks 36599 --clients 32 > /dev/null
 # Drop the end record (32-byte header + 68 bytes) and half of the last block: a torn tail.
 python3 - "$W/played.mrec" <<'PY'

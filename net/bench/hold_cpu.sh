@@ -1,6 +1,6 @@
 #!/bin/bash
 # One short 1,000-bot hold against a given server binary, for side-by-side comparisons
-# (opt-in), from the repo root after `cargo build --release -p migratory-net`:
+# (opt-in), from the repo root after `cargo build --release -p migratory-server -p migratory-bots`:
 #   net/bench/hold_cpu.sh SERVER_BINARY BOTS_BINARY [perf|trace]
 # Ramps straight to 1,000 bots, then over 20 s of the hold prints the server's user and
 # system CPU per tick (from /proc, 1,200 ticks at 60 Hz), the bots' CPU, and the medians

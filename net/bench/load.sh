@@ -1,7 +1,7 @@
 #!/bin/bash
 # Load run: net/bench/load.sh CLIENTS SECONDS [extra server args], from the repo root.
 # Server and bots in separate processes on this machine; build first with
-#   cargo build --release -p migratory-net
+#   cargo build --release -p migratory-server -p migratory-bots
 # Needs curl and bc. Prints RSS per connection, CPU per tick, the bots JSON and the loop metrics.
 W=$(mktemp -d)
 set -u

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Seek figures of the replay viewer, from the repo root, after
-# `cargo build --release -p migratory-net -p migratory-replay`:
+# `cargo build --release -p migratory-server -p migratory-fleet -p migratory-bots -p migratory-replay`:
 #   net/bench/replay_seek.sh [REC.mrec]
 # Without REC it synthesises one hour of the default world (5,000 boids, 32 scripted
 # players, 216,000 ticks, a checkpoint every 600 ticks) into a temp folder first. Then it

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Server RSS per joined client (opt-in), from the repo root after
-# `cargo build --release -p migratory-net`:  net/bench/rss_per_client.sh SERVER_BINARY
+# `cargo build --release -p migratory-server -p migratory-bots`:  net/bench/rss_per_client.sh SERVER_BINARY
 # Starts the server with its defaults (no recording), reads its RSS, joins 1,000 bots for
 # 40 s and reads the RSS again 32 s in. Give two binaries in turn (before, after, before,
 # after) for a side-by-side figure.

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The soak, server and bots on this machine: net/bench/soak.sh OUT_DIR [soak args...], from
-# the repo root, after `cargo build --release -p migratory-net`. The server runs with its
+# the repo root, after `cargo build --release -p migratory-server -p migratory-bots`. The server runs with its
 # defaults except a bounded send buffer (net/bench/soak-server.toml), so the bots told to
 # stall (--stall-percent) are evicted within the hold. Prints the summary; the exit status
 # is the soak's (0 pass, 1 a threshold failed, 2 could not run). SERVER_CONFIG=FILE replaces the

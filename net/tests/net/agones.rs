@@ -14,7 +14,9 @@ use crate::common::{TempDir, Witness};
 /// Calls as the sidecar saw them: (method, path, JSON body).
 type Calls = Arc<Mutex<Vec<(String, String, serde_json::Value)>>>;
 
-async fn sidecar(port: u16, calls: Calls) -> tokio::task::JoinHandle<()> {
+/// Starts the stand-in sidecar on `socket`, bound (so the port stayed ours while the
+/// sidecar was "not up yet") but not listening until now.
+async fn sidecar(socket: tokio::net::TcpSocket, calls: Calls) -> tokio::task::JoinHandle<()> {
     let app = Router::new().fallback(move |req: Request| {
         let calls = calls.clone();
         async move {
@@ -28,9 +30,7 @@ async fn sidecar(port: u16, calls: Calls) -> tokio::task::JoinHandle<()> {
             "{}"
         }
     });
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-        .await
-        .expect("bind the sidecar's port");
+    let listener = socket.listen(64).expect("listen on the sidecar's port");
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     })
@@ -55,10 +55,14 @@ async fn wait_for(calls: &Calls, path: &str, limit: Duration) {
 #[test]
 fn under_agones_the_server_is_ready_healthy_tracks_players_and_shuts_down_when_idle() {
     let dir = TempDir::new("agones");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    // The sidecar's port is bound now and kept, but only listens once the sidecar "starts":
+    // until then the server's calls are refused, as they would be by a sidecar not up yet,
+    // and no other process can take the port meanwhile.
+    let sidecar_socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    sidecar_socket
+        .bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind a free port");
+    let port = sidecar_socket.local_addr().expect("its port").port();
     let config = dir.write(
         "server.toml",
         br#"
@@ -77,7 +81,7 @@ world_size_mm = 256000
 boid_count = 400
 "#,
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_migratory-server"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_test-migratory-server"))
         .args(["serve", "--config"])
         .arg(&config)
         .env("AGONES_SDK_HTTP_PORT", port.to_string())
@@ -88,9 +92,7 @@ boid_count = 400
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
     let mut line = String::new();
     out.read_line(&mut line).expect("a line");
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
+    let url = migratory_wire::fleet::parse_ready_line(&line)
         .expect("listening line")
         .to_string();
     std::thread::spawn(move || for _ in out.lines() {});
@@ -101,7 +103,7 @@ boid_count = 400
         // The sidecar comes up after the server: Ready must be retried until it answers.
         tokio::time::sleep(Duration::from_millis(700)).await;
         assert!(paths(&calls).is_empty());
-        let _sidecar = sidecar(port, calls.clone()).await;
+        let _sidecar = sidecar(sidecar_socket, calls.clone()).await;
         wait_for(&calls, "/ready", Duration::from_secs(10)).await;
         let witness = Witness::join(&url).await;
         wait_for(&calls, "/alpha/player/connect", Duration::from_secs(5)).await;

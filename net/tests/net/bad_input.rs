@@ -5,8 +5,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use futures_util::SinkExt;
-use migratory_net::protocol::{self, InputMsg, PROTOCOL_VERSION};
-use migratory_net::ServerHandle;
+use migratory_server::ServerHandle;
+use migratory_wire::protocol::{self, InputMsg, PROTOCOL_VERSION};
 use tokio::io::AsyncWriteExt;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::MaybeTlsStream;

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use migratory_net::config::ServerConfig;
-use migratory_net::protocol::{self, ServerMessage, Welcome, PROTOCOL_VERSION};
-use migratory_net::{ServeOptions, ServerHandle};
+use migratory_server::config::ServerConfig;
+use migratory_server::{ServeOptions, ServerHandle};
+use migratory_wire::protocol::{self, ServerMessage, Welcome, PROTOCOL_VERSION};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
@@ -46,13 +46,13 @@ pub fn runtime() -> tokio::runtime::Runtime {
 }
 
 pub async fn start(config: ServerConfig) -> ServerHandle {
-    migratory_net::start(config, ServeOptions::default())
+    migratory_server::start(config, ServeOptions::default())
         .await
         .expect("server starts")
 }
 
 pub async fn start_with(config: ServerConfig, options: ServeOptions) -> ServerHandle {
-    migratory_net::start(config, options)
+    migratory_server::start(config, options)
         .await
         .expect("server starts")
 }
@@ -211,4 +211,10 @@ pub async fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     f()
+}
+
+/// `GET http://ADDR/PATH` through the programs' one HTTP client: the status and the body.
+pub async fn http_get(addr: &str, path: &str) -> Result<(u16, String), migratory_wire::http::HttpError> {
+    let r = migratory_wire::http::get(&format!("http://{addr}{path}")).await?;
+    Ok((r.status, r.text()))
 }

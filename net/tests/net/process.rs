@@ -7,17 +7,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::http_get;
 use futures_util::StreamExt;
-use migratory_net::client::bots::http_get;
-use migratory_net::protocol::{self, InputMsg};
-use migratory_net::server::metrics::sample;
 use migratory_replay::Recording;
+use migratory_wire::metric::sample;
+use migratory_wire::protocol::{self, InputMsg};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::common::{self, TempDir};
 
-const SERVER: &str = env!("CARGO_BIN_EXE_migratory-server");
-const BOTS: &str = env!("CARGO_BIN_EXE_migratory-bots");
+const SERVER: &str = env!("CARGO_BIN_EXE_test-migratory-server");
+const BOTS: &str = env!("CARGO_BIN_EXE_test-migratory-bots");
 
 /// The small test world as a TOML file.
 const SMALL_WORLD_TOML: &str = r#"
@@ -79,7 +79,7 @@ impl ServerProcess {
                 let err = std::fs::read_to_string(dir.join("stderr.txt")).unwrap_or_default();
                 panic!("server exited before listening:\n{err}");
             }
-            if let Some(u) = line.trim().strip_prefix("listening on ") {
+            if let Some(u) = migratory_wire::fleet::parse_ready_line(&line) {
                 url = Some(u.to_string());
             } else if let Some(p) = line.trim().strip_prefix("recording to ") {
                 recording = Some(PathBuf::from(p));
@@ -95,7 +95,7 @@ impl ServerProcess {
     }
 
     fn host(&self) -> String {
-        migratory_net::client::bots::host_of(&self.url)
+        migratory_bots::bots::host_of(&self.url)
             .unwrap_or_default()
             .to_string()
     }
@@ -176,8 +176,8 @@ fn config_errors_exit_2_naming_the_key() {
     let out = Command::new(SERVER).arg("default-config").output().expect("run");
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).expect("utf-8");
-    let parsed = migratory_net::ServerConfig::from_toml(&text, "default-config").expect("parses");
-    assert_eq!(parsed, migratory_net::ServerConfig::default());
+    let parsed = migratory_server::ServerConfig::from_toml(&text, "default-config").expect("parses");
+    assert_eq!(parsed, migratory_server::ServerConfig::default());
 }
 
 /// Threads of process `pid` named `name`.
@@ -490,8 +490,8 @@ fn the_bot_generator_reports_json() {
 
 /// A short soak (a few bots, a few seconds): the tool writes a metrics.json that parses
 /// with every per-second series filled, a chart.png of the documented size, and a
-/// summary with a verdict per threshold. No timing is asserted: the thresholds are
-/// generous, and the exit status only has to be a verdict (0 pass, 1 fail), not an error.
+/// summary whose every figure follows from metrics.json. No timing is asserted: the exit
+/// status is the verdict metrics.json gives (0 pass, 1 fail), whichever it is.
 #[test]
 fn a_short_soak_writes_its_json_chart_and_summary() {
     let dir = TempDir::new("soak");
@@ -520,15 +520,16 @@ fn a_short_soak_writes_its_json_chart_and_summary() {
         .arg(&config)
         .output()
         .expect("run migratory-bots soak");
-    let code = out.status.code();
-    assert!(
-        matches!(code, Some(0) | Some(1)),
-        "exit {code:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out_dir.join("metrics.json")).expect("metrics.json"))
             .expect("JSON");
+    let pass = json["pass"].as_bool().expect("a verdict");
+    assert_eq!(
+        out.status.code(),
+        Some(if pass { 0 } else { 1 }),
+        "the exit status is not metrics.json's verdict ({pass}): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(json["thresholds"]["loop_p99_ms"], 1000.0);
     assert_eq!(
         json["thresholds"]["hard_cap_bytes_per_s"], 32000.0,
@@ -587,4 +588,58 @@ fn a_short_soak_writes_its_json_chart_and_summary() {
         .find(|l| l.starts_with("server (hold"))
         .unwrap_or_else(|| panic!("no server line in:\n{summary}"));
     assert!(!server_line.contains(" - "), "a figure is missing: {server_line}");
+    summary_follows_from_the_json(&summary, &json, &hold);
+}
+
+/// Every figure of summary.txt is metrics.json's: each verdict line its verdict, the server
+/// line the hold medians, and those medians the medians of the hold seconds' series.
+fn summary_follows_from_the_json(summary: &str, json: &serde_json::Value, hold: &[&serde_json::Value]) {
+    for v in json["verdicts"].as_array().expect("verdicts") {
+        let line = format!(
+            "{} {}: {:.3} (limit {:.3})",
+            if v["pass"] == true { "PASS" } else { "FAIL" },
+            v["name"].as_str().expect("a name"),
+            v["value"].as_f64().expect("a value"),
+            v["limit"].as_f64().expect("a limit")
+        );
+        assert!(summary.lines().any(|l| l == line), "`{line}` not in:\n{summary}");
+    }
+    let last = summary.lines().last().unwrap_or_default();
+    assert_eq!(
+        last,
+        if json["pass"] == true { "PASS" } else { "FAIL" },
+        "{summary}"
+    );
+    // The median of the hold seconds, as the tool defines it: the middle of the sorted
+    // values (the upper one of two).
+    let median = |key: &str| {
+        let mut v: Vec<f64> = hold.iter().filter_map(|s| s[key].as_f64()).collect();
+        v.sort_by(f64::total_cmp);
+        v[((v.len() - 1) as f64 * 0.5).round() as usize]
+    };
+    let h = &json["server_hold"];
+    for key in [
+        "loop_p50_ms",
+        "loop_p99_ms",
+        "cpu_ms_per_tick",
+        "cpu_system_ms_per_tick",
+    ] {
+        let stored = h[key].as_f64().unwrap_or_else(|| panic!("server_hold.{key}"));
+        assert_eq!(
+            stored,
+            median(key),
+            "server_hold.{key} is not the median of the hold seconds"
+        );
+    }
+    let server_line = format!(
+        "server (hold, medians of the seconds) loop p50 {:.2} p99 {:.2} ms; CPU {:.2} ms per tick, {:.2} of it system",
+        median("loop_p50_ms"),
+        median("loop_p99_ms"),
+        median("cpu_ms_per_tick"),
+        median("cpu_system_ms_per_tick")
+    );
+    assert!(
+        summary.lines().any(|l| l == server_line),
+        "`{server_line}` not in:\n{summary}"
+    );
 }

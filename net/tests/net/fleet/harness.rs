@@ -6,10 +6,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use migratory_wire::http;
+
 use crate::common::TempDir;
 
-pub const FLEET: &str = env!("CARGO_BIN_EXE_migratory-fleet");
-pub const SERVER: &str = env!("CARGO_BIN_EXE_migratory-server");
+pub const FLEET: &str = env!("CARGO_BIN_EXE_test-migratory-fleet");
+pub const SERVER: &str = env!("CARGO_BIN_EXE_test-migratory-server");
 
 /// Where the fleet keeps its store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,6 +193,10 @@ impl Env {
             .arg("--data-dir")
             .arg(self.data_dir())
             .args(args);
+        // The program under test, not whatever `migratory-server` sits beside the fleet's binary.
+        if !args.contains(&"--server-bin") {
+            cmd.arg("--server-bin").arg(SERVER);
+        }
         if let Some(pg) = &self.pg {
             cmd.arg("--database-url").arg(pg.url());
         }
@@ -203,7 +209,6 @@ pub struct Fleet {
     child: Child,
     pub url: String,
     stderr: PathBuf,
-    http: reqwest::Client,
 }
 
 impl Fleet {
@@ -227,18 +232,11 @@ impl Fleet {
                 std::fs::read_to_string(&stderr).unwrap_or_default()
             );
         }
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
+        let url = migratory_wire::fleet::parse_ready_line(&line)
             .unwrap_or_else(|| panic!("unexpected first line `{line}`"))
             .to_string();
         std::thread::spawn(move || for _ in out.lines() {});
-        Fleet {
-            child,
-            url,
-            stderr,
-            http: reqwest::Client::builder().no_proxy().build().expect("client"),
-        }
+        Fleet { child, url, stderr }
     }
 
     pub fn log(&self) -> String {
@@ -248,44 +246,35 @@ impl Fleet {
     /// A request; returns the status and the JSON body (Null when there is none).
     pub async fn call(
         &self,
-        method: reqwest::Method,
+        method: http::Method,
         path: &str,
         body: Option<&str>,
     ) -> (u16, serde_json::Value) {
-        let mut req = self
-            .http
-            .request(method, format!("{}{path}", self.url))
-            .timeout(Duration::from_secs(60));
-        if let Some(b) = body {
-            req = req.body(b.to_string());
-        }
+        let mut req =
+            http::Request::new(method, format!("{}{path}", self.url)).timeout(Duration::from_secs(60));
+        req.json = body.map(|b| b.as_bytes().to_vec());
         let resp = req.send().await.expect("fleet request");
-        let status = resp.status().as_u16();
-        let text = resp.text().await.expect("fleet body");
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
-        )
+        (resp.status, resp.json().unwrap_or(serde_json::Value::Null))
     }
 
     pub async fn put(&self, id: &str, config: &str) -> (u16, serde_json::Value) {
-        self.call(reqwest::Method::PUT, &format!("/api/worlds/{id}"), Some(config))
+        self.call(http::Method::PUT, &format!("/api/worlds/{id}"), Some(config))
             .await
     }
 
     pub async fn join(&self, id: &str) -> (u16, serde_json::Value) {
-        self.call(reqwest::Method::POST, &format!("/api/worlds/{id}/join"), None)
+        self.call(http::Method::POST, &format!("/api/worlds/{id}/join"), None)
             .await
     }
 
     pub async fn stop(&self, id: &str) -> (u16, serde_json::Value) {
-        self.call(reqwest::Method::POST, &format!("/api/worlds/{id}/stop"), None)
+        self.call(http::Method::POST, &format!("/api/worlds/{id}/stop"), None)
             .await
     }
 
     pub async fn show(&self, id: &str) -> serde_json::Value {
         let (status, body) = self
-            .call(reqwest::Method::GET, &format!("/api/worlds/{id}"), None)
+            .call(http::Method::GET, &format!("/api/worlds/{id}"), None)
             .await;
         assert_eq!(status, 200, "{body}");
         body
@@ -293,13 +282,14 @@ impl Fleet {
 
     /// A GET of the internal content route with `token`.
     pub async fn content(&self, id: &str, token: Option<&str>) -> u16 {
-        let mut req = self
-            .http
-            .get(format!("{}/internal/worlds/{id}/content", self.url));
+        let mut req = http::Request::new(
+            http::Method::GET,
+            migratory_wire::fleet::content_url(&self.url, id),
+        );
         if let Some(t) = token {
-            req = req.bearer_auth(t);
+            req = req.bearer(t);
         }
-        req.send().await.expect("content request").status().as_u16()
+        req.send().await.expect("content request").status
     }
 
     /// SIGKILL, and reap.

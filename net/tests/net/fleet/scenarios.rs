@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use migratory_kernel::Input;
 use migratory_replay::{tools, Recording};
-use reqwest::Method;
+use migratory_wire::http::Method;
 use serde_json::Value;
 
 use super::harness::{

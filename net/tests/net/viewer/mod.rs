@@ -15,7 +15,7 @@ use std::process::Command;
 use serde_json::Value;
 
 fn viewer_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("viewer")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../view/web")
 }
 
 /// Compares a committed vectors file with `generated`, or rewrites it under `MIGRATORY_BLESS=1`.

@@ -95,8 +95,8 @@ fn the_replay_viewer_shows_the_recorded_world_at_a_sought_tick() {
     let rt = crate::common::runtime();
     let out_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("viewer-screenshots");
     let output = rt.block_on(async {
-        let compare = migratory_net::server::replay_view::Compare::Recording(other_path.clone());
-        let view = migratory_net::server::replay_view::view(
+        let compare = migratory_view::Compare::Recording(other_path.clone());
+        let view = migratory_view::view(
             rec_path.clone(),
             "127.0.0.1:0".parse().expect("addr"),
             Some(compare),
@@ -203,7 +203,7 @@ fn the_replay_viewer_shows_the_recorded_world_at_a_sought_tick() {
 /// The markers against the world's own per-tick outputs: every join, spectate and leave
 /// by client, the casts that worked and the boids caught per tick.
 fn check_markers(rec: &migratory_replay::Recording, line: &Value) {
-    use migratory_net::server::replay_view::marker;
+    use migratory_view::marker;
     use std::collections::BTreeMap;
     let markers = &line["markers"];
     assert_eq!(markers["complete"], true);
@@ -288,7 +288,7 @@ fn check_inspected(rec: &migratory_replay::Recording, tick: u32, line: &Value) {
         .as_str()
         .is_some_and(|p| p.contains(&format!("entity {id}"))));
     let track = inspected["track"].as_array().expect("track");
-    let span = migratory_net::server::replay_view::TRACK_SECONDS * world.config().tick_rate_hz;
+    let span = migratory_view::TRACK_SECONDS * world.config().tick_rate_hz;
     // The avatar joined in the first ticks, so it has a point at every tick of the span.
     assert_eq!(track.len(), span as usize + 1);
     for point in [track.first(), track.get(track.len() / 2), track.last()]
@@ -350,9 +350,9 @@ fn check_client_view(rec: &migratory_replay::Recording, tick: u32, line: &Value)
 /// clients that are not there are 422s that say why.
 #[test]
 fn the_replay_server_compares_shard_counts_and_refuses_bad_questions() {
-    use migratory_net::client::bots::http_get;
-    use migratory_net::server::replay_view::{view, Compare};
+    use crate::common::http_get;
     use migratory_replay::tools::{synth, SynthOptions};
+    use migratory_view::{view, Compare};
     let dir = crate::common::TempDir::new("replay-compare");
     let make = |name: &str, seed: u64| {
         let path = dir.path().join(name);

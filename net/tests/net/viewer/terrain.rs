@@ -7,7 +7,7 @@
 
 use base64::Engine;
 use migratory_kernel::{hex, World};
-use migratory_net::terrain_wire::{
+use migratory_wire::terrain_wire::{
     encode, Compression, Dtype, QuantizationRange, TerrainAssembler, TerrainWireConfig,
 };
 use serde_json::{json, Value};
@@ -17,7 +17,7 @@ fn b64(bytes: &[u8]) -> String {
 }
 
 /// Feeds `messages` to a fresh Rust decoder: the decoded terrain, or None if refused.
-fn decode(messages: &[Vec<u8>]) -> Option<migratory_net::terrain_wire::DecodedTerrain> {
+fn decode(messages: &[Vec<u8>]) -> Option<migratory_wire::terrain_wire::DecodedTerrain> {
     let mut a = TerrainAssembler::new();
     let mut last = None;
     for m in messages {

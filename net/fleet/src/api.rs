@@ -1,0 +1,211 @@
+//! The fleet's HTTP front (JSON), as documented in `net/fleet/FLEET.md`: worlds (create, list,
+//! show, delete), join, `/healthz`, and the internal content route its world servers
+//! read with their tokens.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use migratory_kernel::WorldConfig;
+use serde_json::json;
+
+use migratory_kernel::hex;
+
+use crate::fleet::{Fleet, TokenCheck, WorldFiles};
+use crate::options::{validate_world_id, FleetError};
+
+pub(crate) fn router(fleet: Arc<Fleet>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/api/worlds", get(list))
+        .route("/api/worlds/{id}", put(create).get(show).delete(delete))
+        .route("/api/worlds/{id}/join", post(join))
+        .route("/api/worlds/{id}/stop", post(stop))
+        .route("/internal/worlds/{id}/content", get(content))
+        .with_state(fleet)
+}
+
+impl IntoResponse for FleetError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            FleetError::NotFound { .. } => StatusCode::NOT_FOUND,
+            FleetError::Conflict { .. } => StatusCode::CONFLICT,
+            FleetError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            FleetError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            FleetError::Store(_) | FleetError::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE {
+            tracing::error!(error = %self, "request failed");
+        }
+        let mut body = json!({ "error": self.to_string() });
+        match &self {
+            FleetError::Unavailable { world, log_tail, .. } => {
+                body["world"] = json!(world);
+                body["log_tail"] = json!(log_tail);
+            }
+            FleetError::NotFound { world } | FleetError::Conflict { world, .. } => {
+                body["world"] = json!(world);
+            }
+            _ => {}
+        }
+        (status, Json(body)).into_response()
+    }
+}
+
+/// `PUT /api/worlds/{id}`: the body is the server's `[world]` table as JSON.
+async fn create(
+    State(fleet): State<Arc<Fleet>>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, FleetError> {
+    validate_world_id(&id)?;
+    let invalid = |reason: String| FleetError::Invalid { reason };
+    let value: serde_json::Value =
+        serde_json::from_slice(&body).map_err(|e| invalid(format!("the body is not JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(invalid(
+            "the body must be a JSON object (the world config; {} takes every default)".into(),
+        ));
+    }
+    let config: WorldConfig = serde_path_to_error::deserialize(&value)
+        .map_err(|e| invalid(format!("world config key `{}`: {}", e.path(), e.inner())))?;
+    config
+        .validate()
+        .map_err(|e| invalid(format!("world config: {e}")))?;
+    let config_json = value.to_string();
+    let config_hash = hex(&config.content_hash());
+    if fleet.store.create_world(&id, &config_json, &config_hash).await? {
+        tracing::info!(world = %id, %config_hash, "world created");
+        return Ok((
+            StatusCode::CREATED,
+            Json(json!({ "id": id, "config_hash": config_hash, "config": value })),
+        )
+            .into_response());
+    }
+    let existing = fleet.world_row(&id).await?;
+    if existing.config_hash == config_hash {
+        Ok(Json(json!({ "id": id, "config_hash": config_hash, "config": value })).into_response())
+    } else {
+        Err(FleetError::Conflict {
+            world: id,
+            reason: format!(
+                "exists with another config (hash {}); delete it first",
+                existing.config_hash
+            ),
+        })
+    }
+}
+
+/// A world's live state, from its slot (without waiting for a busy one).
+fn live(fleet: &Fleet, id: &str) -> serde_json::Value {
+    let slot = fleet.slot(id);
+    let Ok(slot) = slot.try_lock() else {
+        return json!({ "state": "busy" });
+    };
+    match &slot.running {
+        Some(r) if r.child.exit_info().is_none() => json!({
+            "state": "running",
+            "pid": r.child.pid,
+            "ws_url": r.ws_url,
+            "players": r.players,
+        }),
+        _ => json!({ "state": "stopped" }),
+    }
+}
+
+async fn list(State(fleet): State<Arc<Fleet>>) -> Result<Json<serde_json::Value>, FleetError> {
+    let rows = fleet.store.worlds().await?;
+    let worlds: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|w| {
+            json!({
+                "id": w.id,
+                "config_hash": w.config_hash,
+                "created_unix_ms": w.created_unix_ms,
+                "server": live(&fleet, &w.id),
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "worlds": worlds })))
+}
+
+async fn show(
+    State(fleet): State<Arc<Fleet>>,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, FleetError> {
+    let w = fleet.world_row(&id).await?;
+    let segments = fleet.store.segments(&id).await?;
+    let config: serde_json::Value = serde_json::from_str(&w.config_json).unwrap_or(serde_json::Value::Null);
+    Ok(Json(json!({
+        "id": w.id,
+        "config": config,
+        "config_hash": w.config_hash,
+        "created_unix_ms": w.created_unix_ms,
+        "server": live(&fleet, &id),
+        "segments": segments,
+    })))
+}
+
+/// `DELETE /api/worlds/{id}`: stops its server, then removes its rows and files.
+async fn delete(State(fleet): State<Arc<Fleet>>, Path(id): Path<String>) -> Result<StatusCode, FleetError> {
+    fleet.world_row(&id).await?;
+    fleet.stop(&id).await?;
+    let slot = fleet.slot(&id);
+    let _held = slot.lock().await;
+    if !fleet.store.delete_world(&id).await? {
+        return Err(FleetError::NotFound { world: id });
+    }
+    let dir = WorldFiles::new(&fleet.options.data_dir, &id).dir;
+    match std::fs::remove_dir_all(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            tracing::warn!(world = %id, dir = %dir.display(), error = %e, "removing the world's files failed")
+        }
+    }
+    tracing::info!(world = %id, "world deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn join(State(fleet): State<Arc<Fleet>>, Path(id): Path<String>) -> Result<Response, FleetError> {
+    let answer = fleet.join(&id).await?;
+    Ok(Json(answer).into_response())
+}
+
+/// `POST /api/worlds/{id}/stop`: stops its server gracefully (a final checkpoint); the
+/// next join resumes it.
+async fn stop(
+    State(fleet): State<Arc<Fleet>>,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, FleetError> {
+    fleet.world_row(&id).await?;
+    let stopped = fleet.stop(&id).await?;
+    Ok(Json(json!({ "world": id, "stopped": stopped })))
+}
+
+/// `GET /internal/worlds/{id}/content` with `Authorization: Bearer TOKEN`.
+async fn content(State(fleet): State<Arc<Fleet>>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    match fleet.content_for(&id, presented) {
+        TokenCheck::Granted(content) => Json(*content).into_response(),
+        TokenCheck::Forbidden => (
+            StatusCode::FORBIDDEN,
+            Json(json!({ "error": format!("this token is not for world `{id}`") })),
+        )
+            .into_response(),
+        TokenCheck::Unauthorized => (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            Json(json!({ "error": "no live token given" })),
+        )
+            .into_response(),
+    }
+}

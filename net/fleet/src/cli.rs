@@ -1,0 +1,147 @@
+//! The `migratory-fleet` command line: runs one `migratory-server` process per world, on demand, with a
+//! durable store. `serve` needs no config: SQLite in the data folder, world servers on
+//! 127.0.0.1. Prints `listening on http://ADDR` on stdout once bound; SIGINT/SIGTERM stop
+//! every world server gracefully (each ends with a final checkpoint), then the fleet.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::FleetOptions;
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "migratory-fleet",
+    version,
+    about = "One Migratory world server per world, on demand"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the fleet's HTTP API until SIGINT/SIGTERM.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// Address of the HTTP API (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:7300", value_name = "ADDR")]
+    listen: SocketAddr,
+    /// Recordings, logs and the default SQLite store.
+    #[arg(long, default_value = "fleet-data", value_name = "DIR")]
+    data_dir: PathBuf,
+    /// `postgres://user@host/db` to keep the store in PostgreSQL.
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
+    /// The world server binary (default: `migratory-server` next to this one).
+    #[arg(long, value_name = "FILE")]
+    server_bin: Option<PathBuf>,
+    /// Shards each world server steps on.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    shards: u32,
+    /// Stop a world after this long with no players.
+    #[arg(long, default_value_t = 300.0, value_name = "S")]
+    idle_timeout_seconds: f64,
+    /// Kill a world server not ready within this time (the join gets a 503).
+    #[arg(long, default_value_t = 30.0, value_name = "S")]
+    ready_timeout_seconds: f64,
+    /// Kill a world server not stopped this long after SIGTERM.
+    #[arg(long, default_value_t = 10.0, value_name = "S")]
+    stop_timeout_seconds: f64,
+    /// How often player counts are read from the world servers.
+    #[arg(long, default_value_t = 1.0, value_name = "S")]
+    poll_interval_seconds: f64,
+}
+
+fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
+    anyhow::ensure!(
+        v.is_finite() && v > 0.0 && v <= 86_400.0,
+        "--{name} must be a number of seconds in (0, 86400], not {v}"
+    );
+    Ok(Duration::from_secs_f64(v))
+}
+
+fn options(args: ServeArgs) -> anyhow::Result<FleetOptions> {
+    let mut o = FleetOptions::new(args.listen, args.data_dir);
+    o.database_url = args.database_url;
+    if let Some(bin) = args.server_bin {
+        o.server_bin = bin;
+    }
+    anyhow::ensure!((1..=256).contains(&args.shards), "--shards must be 1 to 256");
+    o.shards = args.shards;
+    o.idle_timeout = seconds("idle-timeout-seconds", args.idle_timeout_seconds)?;
+    o.ready_timeout = seconds("ready-timeout-seconds", args.ready_timeout_seconds)?;
+    o.stop_timeout = seconds("stop-timeout-seconds", args.stop_timeout_seconds)?;
+    o.poll_interval = seconds("poll-interval-seconds", args.poll_interval_seconds)?;
+    Ok(o)
+}
+
+/// The command line, parsed and run: what `main` of the binary does.
+pub fn main() -> ExitCode {
+    let Command::Serve(args) = Cli::parse().command;
+    let options = match options(args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false)
+        .try_init();
+    match run(options) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(options: FleetOptions) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("fleet-io")
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let handle = crate::start(options).await?;
+        {
+            let mut out = std::io::stdout().lock();
+            writeln!(
+                out,
+                "{}",
+                migratory_wire::fleet::ready_line(&format!("http://{}", handle.local_addr()))
+            )?;
+            out.flush()?;
+        }
+        let stop = handle.stopper();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut term), Ok(mut int)) =
+                (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+            else {
+                return;
+            };
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM"),
+                _ = int.recv() => tracing::info!("SIGINT"),
+            }
+            stop.notify_one();
+        });
+        handle.wait().await?;
+        Ok(())
+    })
+}

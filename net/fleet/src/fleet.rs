@@ -1,0 +1,663 @@
+//! Each world's life cycle: start (resume from the newest segment, wait for the child's
+//! ready line, read its `/status`, open a segment row), stop, finalize (drop the token,
+//! close the segment from what its recording says), the idle reaper, and `reconcile` for
+//! a restarted fleet.
+//!
+//! Invariants:
+//! - At most one server per world: every start, stop and finalisation of a world runs
+//!   under that world's lock, so two racing first joins start one process.
+//! - The store is the state of record: a restarted fleet reads which servers the last one
+//!   ran, stops any that survived it, and closes their segments from their recordings.
+//! - A token is valid exactly while its process lives: it is made at spawn, given on
+//!   stdin, kept only as a hash, and dropped when the process exits.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use migratory_kernel::hex;
+use tokio::sync::watch;
+
+use migratory_wire::fleet::{parse_ready_line, ServerStatus, WorldContent, STATUS_PATH};
+use migratory_wire::http::{self, HttpError};
+
+use crate::options::{io_err, validate_world_id, FleetError, FleetOptions};
+use crate::process::{self, ChildProc, ExitInfo, SpawnSpec, Spawner};
+use crate::store::{Ended, SegmentEnd, Store, WorldRow};
+
+/// Where a world's files live under the data folder: `worlds/{id}/segments/*.mrec` and
+/// `worlds/{id}/server.log`. The store holds paths relative to the data folder, so an
+/// object-store backend can later map the same names to keys (fetch a segment before a
+/// resume, upload one after it closes) without a change to the store or the servers.
+#[derive(Clone, Debug)]
+pub(crate) struct WorldFiles {
+    pub(crate) dir: PathBuf,
+}
+
+impl WorldFiles {
+    pub(crate) fn new(data_dir: &Path, id: &str) -> WorldFiles {
+        WorldFiles {
+            dir: data_dir.join("worlds").join(id),
+        }
+    }
+
+    pub(crate) fn segments_dir(&self) -> PathBuf {
+        self.dir.join("segments")
+    }
+
+    pub(crate) fn log_path(&self) -> PathBuf {
+        self.dir.join("server.log")
+    }
+}
+
+/// A world's running server.
+#[derive(Debug)]
+pub(crate) struct Running {
+    pub(crate) child: ChildProc,
+    pub(crate) generation: u64,
+    pub(crate) ws_url: String,
+    pub(crate) status_url: String,
+    pub(crate) segment_seq: Option<i64>,
+    /// The tick the session started from (0, or the resumed tick).
+    pub(crate) start_tick: u32,
+    pub(crate) players: u32,
+    pub(crate) idle_since: Option<Instant>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Slot {
+    pub(crate) running: Option<Running>,
+}
+
+/// A live token: its hash, its world and what it may read.
+#[derive(Debug)]
+pub(crate) struct TokenEntry {
+    pub(crate) generation: u64,
+    pub(crate) hash: blake3::Hash,
+    pub(crate) content: WorldContent,
+}
+
+/// What a token presented to the internal API may do.
+#[derive(Debug, PartialEq)]
+pub(crate) enum TokenCheck {
+    Granted(Box<WorldContent>),
+    /// A live token of another world.
+    Forbidden,
+    /// No live token.
+    Unauthorized,
+}
+
+/// Every live token is compared (`blake3::Hash` equality is constant-time), so neither
+/// the answer's timing nor its content tells how close a guess came.
+fn check_token(entries: &[TokenEntry], world_id: &str, presented: &str) -> TokenCheck {
+    let hash = blake3::hash(presented.as_bytes());
+    let mut found = None;
+    for e in entries {
+        if e.hash == hash {
+            found = Some(e);
+        }
+    }
+    match found {
+        Some(e) if e.content.world_id == world_id => TokenCheck::Granted(Box::new(e.content.clone())),
+        Some(_) => TokenCheck::Forbidden,
+        None => TokenCheck::Unauthorized,
+    }
+}
+
+/// The answer to a join.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct JoinAnswer {
+    pub world: String,
+    pub ws_url: String,
+    /// True when this join started the server.
+    pub started: bool,
+    /// The tick the running session started from (0 for a fresh world).
+    pub start_tick: u32,
+    /// The segment it resumed from, when it did.
+    pub resumed_from_seq: Option<i64>,
+    /// Milliseconds from the request to ready (0 when it was running).
+    pub ready_ms: u64,
+}
+
+/// Why a `/status` poll got no status.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StatusError {
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    #[error("HTTP {0}")]
+    Status(u16),
+    #[error("not a /status answer: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// The fleet's shared state.
+#[derive(Debug)]
+pub(crate) struct Fleet {
+    pub(crate) store: Store,
+    pub(crate) options: FleetOptions,
+    pub(crate) url: String,
+    pub(crate) spawner: Spawner,
+    pub(crate) slots: Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
+    pub(crate) tokens: Mutex<Vec<TokenEntry>>,
+    pub(crate) generation: AtomicU64,
+}
+
+fn new_token() -> Result<String, FleetError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| FleetError::Io {
+        context: "making a token".into(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    Ok(hex(&bytes))
+}
+
+/// Waits for the exit a watch reports.
+async fn exit_of(rx: &mut watch::Receiver<Option<ExitInfo>>) -> ExitInfo {
+    loop {
+        if let Some(e) = *rx.borrow_and_update() {
+            return e;
+        }
+        if rx.changed().await.is_err() {
+            return rx.borrow().unwrap_or(ExitInfo::Signal(libc::SIGKILL));
+        }
+    }
+}
+
+/// Reads how a segment's recording ended (blocking: it reads the file).
+fn segment_end(path: &Path, first_tick: i64) -> SegmentEnd {
+    let crashed = |last_tick, final_root| SegmentEnd {
+        last_tick,
+        final_root,
+        ended: Ended::Crashed,
+    };
+    let Ok(rec) = migratory_replay::Recording::open(path) else {
+        return crashed(first_tick, String::new());
+    };
+    if let Some(end) = rec.end {
+        return SegmentEnd {
+            last_tick: i64::from(end.final_tick),
+            final_root: hex(&end.final_root),
+            ended: Ended::Stopped,
+        };
+    }
+    let root = rec.last_recorded_root().ok().map(|r| hex(&r));
+    crashed(i64::from(rec.last_tick()), root.unwrap_or_default())
+}
+
+impl Fleet {
+    pub(crate) fn slot(&self, id: &str) -> Arc<tokio::sync::Mutex<Slot>> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.entry(id.to_string()).or_default().clone()
+    }
+
+    pub(crate) fn drop_token(&self, generation: u64) {
+        let mut t = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        t.retain(|e| e.generation != generation);
+    }
+
+    pub(crate) fn content_for(&self, world_id: &str, presented: &str) -> TokenCheck {
+        let t = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        check_token(&t, world_id, presented)
+    }
+
+    pub(crate) async fn world_row(&self, id: &str) -> Result<WorldRow, FleetError> {
+        validate_world_id(id)?;
+        self.store.world(id).await?.ok_or_else(|| FleetError::NotFound {
+            world: id.to_string(),
+        })
+    }
+
+    /// Ensures the world's server runs and is ready.
+    pub(crate) async fn join(self: &Arc<Self>, id: &str) -> Result<JoinAnswer, FleetError> {
+        let t0 = Instant::now();
+        validate_world_id(id)?;
+        let slot = self.slot(id);
+        let mut slot = slot.lock().await;
+        // Read under the lock: a delete that held it before us has removed the world.
+        let row = self.world_row(id).await?;
+        if let Some(r) = &slot.running {
+            if r.child.exit_info().is_none() {
+                return Ok(JoinAnswer {
+                    world: id.to_string(),
+                    ws_url: r.ws_url.clone(),
+                    started: false,
+                    start_tick: r.start_tick,
+                    resumed_from_seq: None,
+                    ready_ms: 0,
+                });
+            }
+        }
+        if let Some(r) = slot.running.take() {
+            self.finalize(id, r).await?;
+        }
+        let (running, start_tick, resumed_from_seq) = self.start_server(&row).await?;
+        let answer = JoinAnswer {
+            world: id.to_string(),
+            ws_url: running.ws_url.clone(),
+            started: true,
+            start_tick,
+            resumed_from_seq,
+            ready_ms: t0.elapsed().as_millis() as u64,
+        };
+        self.watch_exit(id, &running);
+        slot.running = Some(running);
+        Ok(answer)
+    }
+
+    /// When the child exits by itself (a crash, a kill), closes its segment.
+    pub(crate) fn watch_exit(self: &Arc<Self>, id: &str, running: &Running) {
+        let fleet = self.clone();
+        let id = id.to_string();
+        let generation = running.generation;
+        let mut exit = running.child.exit_watch();
+        tokio::spawn(async move {
+            let info = exit_of(&mut exit).await;
+            let slot = fleet.slot(&id);
+            let mut slot = slot.lock().await;
+            if slot.running.as_ref().is_some_and(|r| r.generation == generation) {
+                if let Some(r) = slot.running.take() {
+                    tracing::warn!(world = %id, pid = r.child.pid, exit = %info, "world server exited by itself");
+                    if let Err(e) = fleet.finalize(&id, r).await {
+                        tracing::error!(world = %id, error = %e, "closing the segment failed");
+                    }
+                }
+            }
+        });
+    }
+
+    /// Starts the world's server: resume from its newest segment, if any.
+    pub(crate) async fn start_server(
+        &self,
+        row: &WorldRow,
+    ) -> Result<(Running, u32, Option<i64>), FleetError> {
+        let id = row.id.as_str();
+        let files = WorldFiles::new(&self.options.data_dir, id);
+        std::fs::create_dir_all(files.segments_dir())
+            .map_err(io_err(format!("creating {}", files.segments_dir().display())))?;
+        // A segment still marked running has no server (this world's lock is held and none
+        // runs): close it from its recording first, so the resume starts from its end.
+        for seg in self.store.segments(id).await? {
+            if seg.ended == Ended::Running {
+                self.close_from_recording(id, seg.seq, &seg.recording_path, seg.first_tick)
+                    .await?;
+            }
+        }
+        let segments = self.store.segments(id).await?;
+        let resume = segments.iter().rev().find(|s| s.last_tick.is_some());
+        let resume_from = resume.map(|s| self.options.data_dir.join(&s.recording_path));
+        let resumed_from_seq = resume.map(|s| s.seq);
+        let config: serde_json::Value =
+            serde_json::from_str(&row.config_json).map_err(|e| FleetError::Invalid {
+                reason: format!("stored config of `{id}` is not JSON: {e}"),
+            })?;
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        let token = new_token()?;
+        self.tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(TokenEntry {
+                generation,
+                hash: blake3::hash(token.as_bytes()),
+                content: WorldContent {
+                    world_id: id.to_string(),
+                    config,
+                    record_dir: files.segments_dir(),
+                    resume_from,
+                },
+            });
+        let result = self.spawn_ready(id, &files, token, generation).await;
+        let (child, ws_url) = match result {
+            Ok(x) => x,
+            Err(e) => {
+                self.drop_token(generation);
+                return Err(e);
+            }
+        };
+        let registered = self.register(id, &child, &ws_url, resumed_from_seq).await;
+        let (status_url, segment_seq, start_tick) = match registered {
+            Ok(r) => r,
+            Err(e) => {
+                // A server the fleet cannot account for must not keep running.
+                child.signal(libc::SIGKILL);
+                child.wait().await;
+                self.drop_token(generation);
+                return Err(match e {
+                    FleetError::Unavailable { world, reason, .. } => FleetError::Unavailable {
+                        world,
+                        reason,
+                        log_tail: child.log_tail(),
+                    },
+                    e => e,
+                });
+            }
+        };
+        tracing::info!(world = %id, pid = child.pid, %ws_url, start_tick, resumed_from_seq, "world server ready");
+        Ok((
+            Running {
+                child,
+                generation,
+                ws_url,
+                status_url,
+                segment_seq,
+                start_tick,
+                players: 0,
+                idle_since: None,
+            },
+            start_tick,
+            resumed_from_seq,
+        ))
+    }
+
+    /// Once a server is ready: reads its `/status`, opens its segment and records it in
+    /// the store. Returns its status URL, its segment and its start tick.
+    pub(crate) async fn register(
+        &self,
+        id: &str,
+        child: &ChildProc,
+        ws_url: &str,
+        resumed_from_seq: Option<i64>,
+    ) -> Result<(String, Option<i64>, u32), FleetError> {
+        let unavailable = |reason: String| FleetError::Unavailable {
+            world: id.to_string(),
+            reason,
+            log_tail: Vec::new(),
+        };
+        let status_url = ws_url
+            .strip_prefix("ws://")
+            .and_then(|rest| rest.split('/').next())
+            .map(|host| format!("http://{host}{STATUS_PATH}"))
+            .ok_or_else(|| unavailable(format!("unexpected ready line `{ws_url}`")))?;
+        let status = self
+            .status(&status_url)
+            .await
+            .map_err(|e| unavailable(format!("its /status did not answer: {e}")))?;
+        let segment_seq = match &status.recording {
+            Some(path) => {
+                let rel = path
+                    .strip_prefix(&self.options.data_dir)
+                    .unwrap_or(path)
+                    .display()
+                    .to_string();
+                Some(
+                    self.store
+                        .open_segment(id, &rel, status.start_tick, resumed_from_seq)
+                        .await?,
+                )
+            }
+            None => None,
+        };
+        self.store.set_server(id, Some((child.pid, ws_url))).await?;
+        Ok((status_url, segment_seq, status.start_tick))
+    }
+
+    /// Spawns the child and waits for its ready line; kills it if it is late.
+    pub(crate) async fn spawn_ready(
+        &self,
+        id: &str,
+        files: &WorldFiles,
+        token: String,
+        generation: u64,
+    ) -> Result<(ChildProc, String), FleetError> {
+        let spec = SpawnSpec {
+            program: self.options.server_bin.clone(),
+            args: vec![
+                "serve".into(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--shards".into(),
+                self.options.shards.to_string(),
+                "--fleet-url".into(),
+                self.url.clone(),
+                "--world-id".into(),
+                id.to_string(),
+            ],
+            stdin_secret: token,
+            log_path: files.log_path(),
+        };
+        let mut child = self
+            .spawner
+            .spawn(spec)
+            .await
+            .map_err(|e| FleetError::Unavailable {
+                world: id.to_string(),
+                reason: format!("starting {} failed: {e}", self.options.server_bin.display()),
+                log_tail: Vec::new(),
+            })?;
+        tracing::debug!(world = %id, pid = child.pid, generation, "world server spawned");
+        let mut exit = child.exit_watch();
+        let deadline = tokio::time::sleep(self.options.ready_timeout);
+        tokio::pin!(deadline);
+        let failure = loop {
+            tokio::select! {
+                line = child.stdout_lines.recv() => match line {
+                    Some(l) => {
+                        if let Some(url) = parse_ready_line(&l) {
+                            return Ok((child, url.to_string()));
+                        }
+                    }
+                    None => break format!("the world server exited before it was ready ({})", exit_of(&mut exit).await),
+                },
+                info = exit_of(&mut exit) => break format!("the world server exited before it was ready ({info})"),
+                _ = &mut deadline => {
+                    child.signal(libc::SIGKILL);
+                    let info = child.wait().await;
+                    break format!(
+                        "the world server was not ready within {:.1} s and was killed ({info})",
+                        self.options.ready_timeout.as_secs_f64()
+                    );
+                }
+            }
+        };
+        // The output threads end with the child's pipes; give them a moment to drain.
+        child.drained(Duration::from_secs(1)).await;
+        Err(FleetError::Unavailable {
+            world: id.to_string(),
+            reason: failure,
+            log_tail: child.log_tail(),
+        })
+    }
+
+    pub(crate) async fn status(&self, url: &str) -> Result<ServerStatus, StatusError> {
+        let response = http::Request::new(http::Method::GET, url)
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await?;
+        if !response.is_success() {
+            return Err(StatusError::Status(response.status));
+        }
+        Ok(response.json()?)
+    }
+
+    /// After the child has exited: drop its token, close its segment from its recording,
+    /// and clear it from the store.
+    pub(crate) async fn finalize(&self, id: &str, running: Running) -> Result<(), FleetError> {
+        let info = running.child.wait().await;
+        self.drop_token(running.generation);
+        if let Some(seq) = running.segment_seq {
+            let segments = self.store.segments(id).await?;
+            if let Some(seg) = segments.iter().find(|s| s.seq == seq) {
+                let mut end = self
+                    .close_from_recording(id, seq, &seg.recording_path, seg.first_tick)
+                    .await?;
+                if !info.success() && end.ended == Ended::Stopped {
+                    // Ended cleanly on disk, but the process failed after: still a crash.
+                    end.ended = Ended::Crashed;
+                    self.store.close_segment(id, seq, &end).await?;
+                }
+                tracing::info!(world = %id, seq, last_tick = end.last_tick, ended = ?end.ended, exit = %info, "segment closed");
+            }
+        }
+        self.store.set_server(id, None).await?;
+        Ok(())
+    }
+
+    /// Closes a segment with what its recording says (its server has exited).
+    pub(crate) async fn close_from_recording(
+        &self,
+        id: &str,
+        seq: i64,
+        recording_path: &str,
+        first_tick: i64,
+    ) -> Result<SegmentEnd, FleetError> {
+        let path = self.options.data_dir.join(recording_path);
+        let end = tokio::task::spawn_blocking(move || segment_end(&path, first_tick))
+            .await
+            .map_err(|e| FleetError::Io {
+                context: "reading a segment".into(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+        self.store.close_segment(id, seq, &end).await?;
+        Ok(end)
+    }
+
+    /// Stops the world's server gracefully (SIGTERM), killing it if it is late.
+    pub(crate) async fn stop_running(&self, id: &str, running: Running) -> Result<(), FleetError> {
+        running.child.signal(libc::SIGTERM);
+        if tokio::time::timeout(self.options.stop_timeout, running.child.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(world = %id, pid = running.child.pid, "world server did not stop in time; killing it");
+            running.child.signal(libc::SIGKILL);
+        }
+        self.finalize(id, running).await
+    }
+
+    /// Stops a world's server if it runs.
+    pub(crate) async fn stop(&self, id: &str) -> Result<bool, FleetError> {
+        let slot = self.slot(id);
+        let mut slot = slot.lock().await;
+        match slot.running.take() {
+            Some(r) => {
+                self.stop_running(id, r).await?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// One pass of the idle reaper: reads each server's player count, stops the idle.
+    pub(crate) async fn reap_once(&self) {
+        let slots: Vec<(String, Arc<tokio::sync::Mutex<Slot>>)> = {
+            let s = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            s.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        };
+        for (id, slot) in slots {
+            // A world busy starting or stopping is looked at next time. The lock is not
+            // held while its server answers, so a `show` meanwhile does not see it busy.
+            let (status_url, generation) = {
+                let Ok(slot) = slot.try_lock() else {
+                    continue;
+                };
+                match &slot.running {
+                    Some(r) if r.child.exit_info().is_none() => (r.status_url.clone(), r.generation),
+                    _ => continue,
+                }
+            };
+            let status = self.status(&status_url).await;
+            let Ok(mut slot) = slot.try_lock() else {
+                continue;
+            };
+            let Some(r) = slot.running.as_mut().filter(|r| r.generation == generation) else {
+                continue;
+            };
+            match status {
+                Ok(s) => {
+                    r.players = s.players;
+                    if s.players > 0 {
+                        r.idle_since = None;
+                    } else {
+                        r.idle_since.get_or_insert_with(Instant::now);
+                    }
+                }
+                Err(e) => tracing::debug!(world = %id, error = %e, "status poll failed"),
+            }
+            if r.idle_since
+                .is_some_and(|t| t.elapsed() >= self.options.idle_timeout)
+            {
+                if let Some(r) = slot.running.take() {
+                    tracing::info!(world = %id, idle_s = self.options.idle_timeout.as_secs_f64(), "stopping idle world");
+                    if let Err(e) = self.stop_running(&id, r).await {
+                        tracing::error!(world = %id, error = %e, "stopping an idle world failed");
+                    }
+                }
+            }
+        }
+    }
+
+    /// At start: servers the store says were running belong to a fleet that is gone.
+    /// Any that still live are stopped (SIGTERM, then SIGKILL), and every segment left
+    /// open is closed from its recording.
+    pub(crate) async fn reconcile(&self) -> Result<(), FleetError> {
+        for row in self.store.worlds().await? {
+            if let Some(pid) = row.server_pid.and_then(|p| u32::try_from(p).ok()) {
+                if process::is_world_server(pid, &row.id) {
+                    tracing::warn!(world = %row.id, pid, "stopping a world server left by an earlier fleet");
+                    // SAFETY: kill only sends a signal to the pid checked just above.
+                    unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+                    let deadline = Instant::now() + self.options.stop_timeout;
+                    while process::pid_exists(pid) && Instant::now() < deadline {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    if process::is_world_server(pid, &row.id) {
+                        // SAFETY: as above.
+                        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                        while process::pid_exists(pid) {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    }
+                }
+            }
+            for seg in self.store.segments(&row.id).await? {
+                if seg.ended == Ended::Running {
+                    self.close_from_recording(&row.id, seg.seq, &seg.recording_path, seg.first_tick)
+                        .await?;
+                }
+            }
+            if row.server_pid.is_some() {
+                self.store.set_server(&row.id, None).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn entry(generation: u64, world: &str, token: &str) -> TokenEntry {
+        TokenEntry {
+            generation,
+            hash: blake3::hash(token.as_bytes()),
+            content: WorldContent {
+                world_id: world.into(),
+                config: serde_json::json!({}),
+                record_dir: PathBuf::from("/x"),
+                resume_from: None,
+            },
+        }
+    }
+
+    #[test]
+    pub(crate) fn a_token_reads_its_own_world_only() {
+        let entries = [entry(1, "a", "t-a"), entry(2, "b", "t-b")];
+        assert!(matches!(check_token(&entries, "a", "t-a"), TokenCheck::Granted(c) if c.world_id == "a"));
+        assert_eq!(check_token(&entries, "b", "t-a"), TokenCheck::Forbidden);
+        assert_eq!(check_token(&entries, "a", "t-c"), TokenCheck::Unauthorized);
+        assert_eq!(check_token(&entries, "a", ""), TokenCheck::Unauthorized);
+        assert_eq!(check_token(&[], "a", "t-a"), TokenCheck::Unauthorized);
+    }
+
+    #[test]
+    pub(crate) fn world_ids_name_folders_safely() {
+        for ok in ["a", "world-1", "z_9", &"x".repeat(64)] {
+            assert!(validate_world_id(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "A", "../x", "a/b", "a b", "é", &"x".repeat(65), "."] {
+            assert!(validate_world_id(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! `migratory-fleet`: one `migratory-server` process per world, started on the first
+//! join, ready only when its world is loaded (or resumed and verified) and its port
+//! bound, stopped when idle, and resumed from its recordings on the next join, so a stop,
+//! a crash or a kill loses no state. The reference is `net/fleet/FLEET.md`.
+//!
+//! Modules, top-down (each uses only those below it): `cli` (the command line), `serve`
+//! (`start`: store, reconcile, bind, reaper), `api` (the HTTP front), `fleet` (each
+//! world's life cycle), `process` (spawning, output, signals, exits), `store` (the state
+//! of record, SQLite or PostgreSQL), `options` (options, errors, the world id rule).
+//!
+//! Invariants: the fleet never touches a world's state, only processes and files; the
+//! store holds metadata, the recordings are the truth; a token lives exactly as long as
+//! its process. It does not link the game server: it runs it, and speaks to it only
+//! through `migratory-wire`'s contracts.
+
+mod api;
+pub mod cli;
+mod fleet;
+mod options;
+mod process;
+mod serve;
+pub mod store;
+
+pub use fleet::JoinAnswer;
+pub use options::{validate_world_id, FleetError, FleetOptions, WORLD_ID_BYTES_MAX};
+pub use serve::{start, FleetHandle};

@@ -1,0 +1,117 @@
+//! Starting a fleet: open the store, reconcile it with the processes that exist, bind,
+//! then serve the API and run the idle reaper until stopped.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+
+use crate::api;
+use crate::fleet::Fleet;
+use crate::options::{io_err, FleetError, FleetOptions};
+use crate::process::Spawner;
+use crate::store::Store;
+
+/// A running fleet.
+#[derive(Debug)]
+pub struct FleetHandle {
+    local_addr: SocketAddr,
+    stop: Arc<Notify>,
+    task: tokio::task::JoinHandle<Result<(), FleetError>>,
+}
+
+impl FleetHandle {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Starts the shutdown: every world server is stopped gracefully.
+    pub fn stopper(&self) -> Arc<Notify> {
+        self.stop.clone()
+    }
+
+    pub async fn wait(self) -> Result<(), FleetError> {
+        self.task.await.map_err(|e| FleetError::Io {
+            context: "the fleet task".into(),
+            source: std::io::Error::other(e.to_string()),
+        })?
+    }
+}
+
+/// Opens the store, reconciles it with the processes that exist, binds and serves.
+pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
+    std::fs::create_dir_all(&options.data_dir)
+        .map_err(io_err(format!("creating {}", options.data_dir.display())))?;
+    let store = Store::open(options.database_url.as_deref(), &options.data_dir).await?;
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(io_err(format!("binding {}", options.listen)))?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(io_err("reading the bound address"))?;
+    let fleet = Arc::new(Fleet {
+        store,
+        url: format!("http://{local_addr}"),
+        spawner: Spawner::start().map_err(io_err("starting the spawner thread"))?,
+        options,
+        slots: Mutex::new(BTreeMap::new()),
+        tokens: Mutex::new(Vec::new()),
+        generation: AtomicU64::new(0),
+    });
+    fleet.reconcile().await?;
+    let stop = Arc::new(Notify::new());
+    let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
+    let reaper = {
+        let fleet = fleet.clone();
+        let mut shutdown = shutdown_rx.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(fleet.options.poll_interval);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = every.tick() => fleet.reap_once().await,
+                    _ = shutdown.changed() => return,
+                }
+            }
+        })
+    };
+    let app = api::router(fleet.clone());
+    let stop_rx = stop.clone();
+    let task = tokio::spawn(async move {
+        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+            let _ = shutdown_rx.changed().await;
+        });
+        let server = tokio::spawn(async move { server.await });
+        stop_rx.notified().await;
+        tracing::info!("fleet stopping: stopping every world server");
+        let _ = shutdown_tx.send(true);
+        reaper.abort();
+        let ids: Vec<String> = fleet
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        // All at once: each waits for its own server's final checkpoint.
+        let stops = ids.iter().map(|id| {
+            let fleet = fleet.clone();
+            async move {
+                if let Err(e) = fleet.stop(id).await {
+                    tracing::error!(world = %id, error = %e, "stopping a world failed");
+                }
+            }
+        });
+        futures_util::future::join_all(stops).await;
+        let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
+        Ok(())
+    });
+    Ok(FleetHandle {
+        local_addr,
+        stop,
+        task,
+    })
+}

@@ -1,0 +1,432 @@
+//! The bots behind `migratory-bots`: WebSocket clients that play like players (see
+//! `behaviour`), decode every snapshot with the kernel's decoder, and count what they get.
+//!
+//! Each bot sends HELLO, and then for each snapshot it decodes one INPUT (steering by its
+//! own decoded position) and one ACK, and a PING every `ping_interval`. `run` is the plain
+//! load run (a fixed number of bots for a fixed time); `soak` ramps bots in steps and
+//! samples every second while they play.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use migratory_kernel::ClientDecoder;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Message;
+
+use migratory_wire::protocol::{self, ServerMessage, PROTOCOL_VERSION};
+
+use crate::behaviour::{BotMix, Brain, Role};
+
+/// What the bots do.
+#[derive(Clone, Debug)]
+pub struct BotOptions {
+    /// `ws://HOST:PORT/ws`.
+    pub url: String,
+    pub clients: u32,
+    pub duration: Duration,
+    /// Runtime threads the bots share.
+    pub tasks: u32,
+    pub ping_interval: Duration,
+    /// Connections are opened evenly over this time, so a join burst does not skew the start.
+    pub connect_spread: Duration,
+    pub seed: u64,
+    /// Send HELLO (join). Without it the bots only hold their connections open, which
+    /// measures what a bare connection costs the server.
+    pub hello: bool,
+    pub mix: BotMix,
+    /// Percent of the bots that stop reading once joined (they should be evicted).
+    pub stall_percent: u32,
+    /// A bot leaves after this long and reconnects at once, as a player whose connection
+    /// dropped would; it names the terrain it already has in HELLO, so no terrain is sent
+    /// again (None: one session for the whole run).
+    pub session: Option<Duration>,
+}
+
+impl Default for BotOptions {
+    fn default() -> Self {
+        BotOptions {
+            url: "ws://127.0.0.1:7400/ws".into(),
+            clients: 10,
+            duration: Duration::from_secs(10),
+            tasks: 2,
+            ping_interval: Duration::from_secs(1),
+            connect_spread: Duration::from_secs(1),
+            seed: 1,
+            hello: true,
+            mix: BotMix::default(),
+            stall_percent: 0,
+            session: None,
+        }
+    }
+}
+
+/// What a running bot shows the soak sampler, updated as it goes.
+#[derive(Debug, Default)]
+pub struct BotLive {
+    pub joined: AtomicBool,
+    pub gone: AtomicBool,
+    /// SNAPSHOT bytes received.
+    pub snapshot_bytes: AtomicU64,
+    pub snapshots: AtomicU64,
+    pub decode_errors: AtomicU64,
+    /// Snapshots missed (gaps in the ticks): dropped by the server.
+    pub missed_snapshots: AtomicU64,
+}
+
+/// Where bots put their PING round trips (microseconds) for the sampler.
+pub type RttSink = Arc<Mutex<Vec<u32>>>;
+
+/// One bot's tallies at the end.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct BotStats {
+    role: Option<Role>,
+    stalled: bool,
+    connect_failed: bool,
+    joined: bool,
+    snapshots: u64,
+    snapshot_bytes: u64,
+    terrain_bytes: u64,
+    missed_snapshots: u64,
+    decode_errors: u64,
+    rtts_us: Vec<u64>,
+    close_code: Option<u16>,
+    /// From WELCOME to the end.
+    joined_seconds: f64,
+    /// Sessions after the first, and the terrain bytes they were sent (0 with the cache).
+    reconnects: u64,
+    reconnect_terrain_bytes: u64,
+}
+
+/// The whole run's figures (printed as one JSON object by `migratory-bots`).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct BotReport {
+    pub clients: u32,
+    pub joined: u32,
+    pub connect_failures: u32,
+    /// Bots the server closed (any code) before the run ended.
+    pub closed_by_server: u32,
+    /// Bots that were reading (not told to stall) and were closed by the server.
+    pub disconnects: u32,
+    /// Closes by code (JSON: an object keyed by the code).
+    pub close_codes: std::collections::BTreeMap<u16, u32>,
+    /// Bots by role (walker, town, hunter), and how many were told to stall.
+    pub roles: std::collections::BTreeMap<String, u32>,
+    pub stalled: u32,
+    pub snapshots: u64,
+    pub snapshot_bytes: u64,
+    pub terrain_bytes: u64,
+    /// Snapshots the kernel's decoder refused (must be 0).
+    pub decode_errors: u64,
+    pub bytes_per_s_per_client_mean: f64,
+    pub bytes_per_s_per_client_p95: f64,
+    pub bytes_per_s_per_client_max: f64,
+    pub snapshots_per_s_per_client_mean: f64,
+    pub rtt_samples: u64,
+    pub rtt_p50_ms: f64,
+    pub rtt_p99_ms: f64,
+    /// Snapshots the bots expected (by tick spacing) but never got: dropped by the server.
+    pub drops: u64,
+    /// Reconnects (`--session-seconds`), and the terrain bytes those sessions were sent:
+    /// 0 when the server honoured the cached terrain named in HELLO.
+    pub reconnects: u64,
+    pub reconnect_terrain_bytes: u64,
+    pub seconds: f64,
+}
+
+/// Runs the bots to the end of `duration` and reports.
+pub async fn run(options: &BotOptions) -> BotReport {
+    let start = Instant::now();
+    let end = start + options.duration;
+    let sink: RttSink = Arc::default();
+    let handles: Vec<_> = (0..options.clients)
+        .map(|i| {
+            let delay = options
+                .connect_spread
+                .mul_f64(f64::from(i) / f64::from(options.clients.max(1)));
+            let live = Arc::new(BotLive::default());
+            spawn_bot(i, options, start, start + delay, end, live, sink.clone())
+        })
+        .collect();
+    let mut stats = Vec::with_capacity(options.clients as usize);
+    for h in handles {
+        if let Ok(s) = h.await {
+            stats.push(s);
+        }
+    }
+    summarise(options.clients, &stats, start.elapsed().as_secs_f64())
+}
+
+/// Spawns bot `index`, connecting at `connect_at` and playing until `end`.
+pub(crate) fn spawn_bot(
+    index: u32,
+    options: &BotOptions,
+    start: Instant,
+    connect_at: Instant,
+    end: Instant,
+    live: Arc<BotLive>,
+    sink: RttSink,
+) -> tokio::task::JoinHandle<BotStats> {
+    let opts = options.clone();
+    tokio::spawn(async move { bot(index, &opts, start, connect_at, end, live, sink).await })
+}
+
+/// The report over finished bots.
+pub(crate) fn summarise(clients: u32, stats: &[BotStats], seconds: f64) -> BotReport {
+    let mut r = BotReport {
+        clients,
+        seconds,
+        ..BotReport::default()
+    };
+    let mut rates = Vec::new();
+    let mut snap_rates = Vec::new();
+    let mut rtts = Vec::new();
+    for s in stats {
+        r.connect_failures += s.connect_failed as u32;
+        r.joined += s.joined as u32;
+        r.stalled += s.stalled as u32;
+        r.snapshots += s.snapshots;
+        r.snapshot_bytes += s.snapshot_bytes;
+        r.terrain_bytes += s.terrain_bytes;
+        r.drops += s.missed_snapshots;
+        r.decode_errors += s.decode_errors;
+        r.reconnects += s.reconnects;
+        r.reconnect_terrain_bytes += s.reconnect_terrain_bytes;
+        if let Some(role) = s.role {
+            let name = format!("{role:?}").to_lowercase();
+            *r.roles.entry(name).or_insert(0) += 1;
+        }
+        rtts.extend_from_slice(&s.rtts_us);
+        if let Some(code) = s.close_code {
+            r.closed_by_server += 1;
+            r.disconnects += u32::from(!s.stalled);
+            *r.close_codes.entry(code).or_insert(0) += 1;
+        }
+        if s.joined && s.joined_seconds > 0.0 && !s.stalled {
+            rates.push(s.snapshot_bytes as f64 / s.joined_seconds);
+            snap_rates.push(s.snapshots as f64 / s.joined_seconds);
+        }
+    }
+    rates.sort_by(f64::total_cmp);
+    rtts.sort_unstable();
+    if !rates.is_empty() {
+        r.bytes_per_s_per_client_mean = rates.iter().sum::<f64>() / rates.len() as f64;
+        r.bytes_per_s_per_client_p95 = rates[((rates.len() - 1) as f64 * 0.95).round() as usize];
+        r.bytes_per_s_per_client_max = rates[rates.len() - 1];
+        r.snapshots_per_s_per_client_mean = snap_rates.iter().sum::<f64>() / snap_rates.len() as f64;
+    }
+    r.rtt_samples = rtts.len() as u64;
+    if !rtts.is_empty() {
+        let q = |p: f64| rtts[((rtts.len() - 1) as f64 * p).round() as usize] as f64 / 1000.0;
+        r.rtt_p50_ms = q(0.5);
+        r.rtt_p99_ms = q(0.99);
+    }
+    r
+}
+
+/// Whether bot `index` is one of the `stall_percent` % told to stop reading.
+pub(crate) fn stalls(index: u32, stall_percent: u32) -> bool {
+    index.wrapping_mul(53) % 100 < stall_percent
+}
+
+/// One bot's whole life: connect at `connect_at`, join, play until `end`.
+async fn bot(
+    index: u32,
+    options: &BotOptions,
+    start: Instant,
+    connect_at: Instant,
+    end: Instant,
+    live: Arc<BotLive>,
+    sink: RttSink,
+) -> BotStats {
+    let mut stats = BotStats {
+        stalled: stalls(index, options.stall_percent),
+        role: options.hello.then(|| Role::of(index, &options.mix)),
+        ..BotStats::default()
+    };
+    tokio::time::sleep_until(connect_at).await;
+    let name = format!("bot{index}");
+    // The terrain of the first WELCOME: named in the HELLO of every later session.
+    let mut cached_terrain: Option<[u8; 32]> = None;
+    let mut first_session = true;
+    'sessions: loop {
+        let session_end = match options.session {
+            Some(d) if !stats.stalled => (Instant::now() + d).min(end),
+            _ => end,
+        };
+        let connect = connect(&options.url, stats.stalled);
+        let mut ws = match tokio::time::timeout(Duration::from_secs(10), connect).await {
+            Ok(Ok(ws)) => ws,
+            _ => {
+                stats.connect_failed = true;
+                break 'sessions;
+            }
+        };
+        let hello =
+            Message::Binary(protocol::encode_hello(PROTOCOL_VERSION, &name, cached_terrain.as_ref()).into());
+        if options.hello && ws.send(hello).await.is_err() {
+            stats.connect_failed = true;
+            break 'sessions;
+        }
+        if !first_session {
+            stats.reconnects += 1;
+        }
+        let mut ping = tokio::time::interval(options.ping_interval);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut joined_at = None;
+        let mut interval_ticks = 1u32;
+        let mut last_tick: Option<u32> = None;
+        let mut decoder = ClientDecoder::new();
+        let mut brain: Option<Brain> = None;
+        let mut avatar_id = u32::MAX;
+        let mut position = (0i32, 0i32);
+        let mut session_over = false;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(session_end) => {
+                    session_over = session_end < end;
+                    break;
+                }
+                // A stalled bot stops reading once it has joined and taken the terrain.
+                msg = ws.next(), if !(stats.stalled && last_tick.is_some()) => {
+                    let data = match msg {
+                        Some(Ok(Message::Binary(b))) => b,
+                        Some(Ok(Message::Close(f))) => {
+                            stats.close_code = Some(f.map_or(1005, |f| u16::from(f.code)));
+                            break;
+                        }
+                        Some(Ok(_)) => continue,
+                        Some(Err(_)) | None => break,
+                    };
+                    match protocol::decode_server(&data) {
+                        Ok(ServerMessage::Welcome(w)) => {
+                            cached_terrain = Some(w.terrain.content_hash);
+                            stats.joined = true;
+                            live.joined.store(true, Relaxed);
+                            joined_at = Some(Instant::now());
+                            interval_ticks = u32::from(w.snapshot_interval_ticks).max(1);
+                            avatar_id = w.avatar_id;
+                            brain = Some(Brain::new(index, options.seed, options.mix, w.world_size_mm, &w.world));
+                        }
+                        Ok(ServerMessage::Snapshot { tick, snapshot }) => {
+                            stats.snapshots += 1;
+                            stats.snapshot_bytes += data.len() as u64;
+                            live.snapshots.fetch_add(1, Relaxed);
+                            live.snapshot_bytes.fetch_add(data.len() as u64, Relaxed);
+                            if let Some(last) = last_tick {
+                                let gap = tick.wrapping_sub(last);
+                                if gap > interval_ticks {
+                                    let missed = u64::from(gap / interval_ticks - 1);
+                                    stats.missed_snapshots += missed;
+                                    live.missed_snapshots.fetch_add(missed, Relaxed);
+                                }
+                            }
+                            last_tick = Some(tick);
+                            match decoder.decode(snapshot) {
+                                Ok((_, view)) => {
+                                    if let Some(me) = view.iter().find(|e| e.id == avatar_id) {
+                                        position = (i32::from(me.qx) * 64 + 32, i32::from(me.qy) * 64 + 32);
+                                    }
+                                }
+                                Err(_) => {
+                                    stats.decode_errors += 1;
+                                    live.decode_errors.fetch_add(1, Relaxed);
+                                    continue;
+                                }
+                            }
+                            let now_ms = start.elapsed().as_millis() as u64;
+                            let Some(brain) = brain.as_mut() else { continue };
+                            let input = protocol::encode_input(&brain.steer(position, now_ms));
+                            // Both go out in one write (feed, then send flushes): one TCP
+                            // segment and one wake-up of the server's reader instead of two.
+                            if ws.feed(Message::Binary(input.into())).await.is_err()
+                                || ws.send(Message::Binary(protocol::encode_ack(tick).into())).await.is_err()
+                            {
+                                break;
+                            }
+                        }
+                        Ok(ServerMessage::Pong { nonce, .. }) => {
+                            let now_us = start.elapsed().as_micros() as u64;
+                            let rtt = now_us.saturating_sub(nonce);
+                            stats.rtts_us.push(rtt);
+                            if let Ok(mut s) = sink.lock() {
+                                s.push(rtt.min(u64::from(u32::MAX)) as u32);
+                            }
+                        }
+                        Ok(ServerMessage::Terrain(m)) => {
+                            stats.terrain_bytes += m.len() as u64;
+                            if !first_session {
+                                stats.reconnect_terrain_bytes += m.len() as u64;
+                            }
+                        }
+                        Err(_) => {}
+                    }
+                }
+                _ = ping.tick(), if joined_at.is_some() && !stats.stalled => {
+                    let nonce = start.elapsed().as_micros() as u64;
+                    if ws.send(Message::Binary(protocol::encode_ping(nonce).into())).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(t) = joined_at {
+            stats.joined_seconds += t.elapsed().as_secs_f64();
+        }
+        if !stats.stalled {
+            let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await;
+        }
+        if !session_over {
+            break 'sessions;
+        }
+        first_session = false;
+    }
+    live.gone.store(true, Relaxed);
+    stats
+}
+
+/// Opens the WebSocket. A bot that will stall gets a 4 KiB receive buffer, as a client
+/// whose buffers are already full would have: with the OS default (autotuned, often a few
+/// hundred KiB on loopback) it would take minutes of snapshots before the server noticed.
+async fn connect(
+    url: &str,
+    small_receive_buffer: bool,
+) -> Result<
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    String,
+> {
+    let config = WebSocketConfig::default().read_buffer_size(4096);
+    if !small_receive_buffer {
+        return tokio_tungstenite::connect_async_with_config(url, Some(config), true)
+            .await
+            .map(|(ws, _)| ws)
+            .map_err(|e| e.to_string());
+    }
+    let addr: std::net::SocketAddr = host_of(url)
+        .and_then(|h| h.parse().ok())
+        .ok_or_else(|| format!("{url}: not ws://IP:PORT/..."))?;
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .map_err(|e| e.to_string())?;
+    socket.set_recv_buffer_size(4096).map_err(|e| e.to_string())?;
+    let tcp = socket.connect(addr).await.map_err(|e| e.to_string())?;
+    tokio_tungstenite::client_async_with_config(
+        url,
+        tokio_tungstenite::MaybeTlsStream::Plain(tcp),
+        Some(config),
+    )
+    .await
+    .map(|(ws, _)| ws)
+    .map_err(|e| e.to_string())
+}
+
+/// `HOST:PORT` from `ws://HOST:PORT/...`.
+pub fn host_of(url: &str) -> Option<&str> {
+    let rest = url.strip_prefix("ws://")?;
+    Some(rest.split('/').next().unwrap_or(rest))
+}

@@ -1,0 +1,231 @@
+//! The soak's chart: six panels over the run's per-second series (joined bots, tick loop
+//! against its target, downstream per bot against the average target and the hard cap,
+//! RTT, server RSS and CPU per tick), drawn with plotters into a PNG.
+//!
+//! Text needs a TrueType font: `MIGRATORY_FONT`, else DejaVu Sans where Debian's
+//! `fonts-dejavu-core` puts it.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::series::{Sample, Thresholds};
+
+/// Chart size in pixels.
+pub const CHART_WIDTH_PX: u32 = 1600;
+pub const CHART_HEIGHT_PX: u32 = 1200;
+
+const FONT_CANDIDATES: [&str; 3] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+];
+
+/// Why a chart could not be drawn.
+#[derive(Debug, thiserror::Error)]
+pub enum ChartError {
+    #[error("no TrueType font for the chart: set MIGRATORY_FONT, or install Debian's fonts-dejavu-core")]
+    NoFont,
+    #[error("drawing the chart: {0}")]
+    Draw(String),
+}
+
+fn draw_err(e: impl std::fmt::Display) -> ChartError {
+    ChartError::Draw(e.to_string())
+}
+
+/// Registers the font once per process.
+fn load_font() -> Result<(), ChartError> {
+    static LOADED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ok = *LOADED.get_or_init(|| {
+        let paths = std::env::var("MIGRATORY_FONT")
+            .ok()
+            .into_iter()
+            .chain(FONT_CANDIDATES.iter().map(|s| s.to_string()));
+        for path in paths {
+            if let Ok(bytes) = std::fs::read(&path) {
+                // plotters keeps the font for the life of the process.
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+                    return true;
+                }
+            }
+        }
+        false
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(ChartError::NoFont)
+    }
+}
+
+/// One line of a panel: its legend, colour and values.
+struct Line<'a> {
+    name: &'a str,
+    color: RGBColor,
+    values: Vec<(f64, f64)>,
+}
+
+/// Draws the six panels of `series` into a PNG at `path`.
+pub fn draw(path: &Path, series: &[Sample], thresholds: &Thresholds) -> Result<(), ChartError> {
+    load_font()?;
+    let root = BitMapBackend::new(path, (CHART_WIDTH_PX, CHART_HEIGHT_PX)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw_err)?;
+    let panels = root.split_evenly((3, 2));
+    let t_max = series.last().map_or(1.0, |s| s.t_s).max(1.0);
+    let pick = |f: &dyn Fn(&Sample) -> Option<f64>| -> Vec<(f64, f64)> {
+        series.iter().filter_map(|s| f(s).map(|v| (s.t_s, v))).collect()
+    };
+    let flat = |v: f64| vec![(0.0, v), (t_max, v)];
+    let red = RGBColor(200, 30, 30);
+    let orange = RGBColor(230, 130, 0);
+    let blue = RGBColor(30, 90, 200);
+    let green = RGBColor(20, 140, 60);
+    let grey = RGBColor(120, 120, 120);
+    let specs: [(&str, &str, Vec<Line>); 6] = [
+        (
+            "Joined bots",
+            "bots",
+            vec![
+                Line {
+                    name: "target",
+                    color: grey,
+                    values: pick(&|s| Some(f64::from(s.target_bots))),
+                },
+                Line {
+                    name: "joined",
+                    color: blue,
+                    values: pick(&|s| Some(f64::from(s.joined_bots))),
+                },
+            ],
+        ),
+        (
+            "Tick loop (last second)",
+            "ms",
+            vec![
+                Line {
+                    name: "p50",
+                    color: blue,
+                    values: pick(&|s| s.loop_p50_ms),
+                },
+                Line {
+                    name: "p99",
+                    color: orange,
+                    values: pick(&|s| s.loop_p99_ms),
+                },
+                Line {
+                    name: "p99 target",
+                    color: red,
+                    values: flat(thresholds.loop_p99_ms),
+                },
+            ],
+        ),
+        (
+            "Downstream per bot",
+            "B/s",
+            vec![
+                Line {
+                    name: "mean",
+                    color: blue,
+                    values: pick(&|s| s.down_mean_bytes_per_s),
+                },
+                Line {
+                    name: "p95",
+                    color: orange,
+                    values: pick(&|s| s.down_p95_bytes_per_s),
+                },
+                Line {
+                    name: "avg target",
+                    color: green,
+                    values: flat(thresholds.avg_downstream_bytes_per_s),
+                },
+                Line {
+                    name: "hard cap",
+                    color: red,
+                    values: flat(thresholds.hard_cap_bytes_per_s),
+                },
+            ],
+        ),
+        (
+            "PING round trip",
+            "ms",
+            vec![
+                Line {
+                    name: "p50",
+                    color: blue,
+                    values: pick(&|s| s.rtt_p50_ms),
+                },
+                Line {
+                    name: "p99",
+                    color: orange,
+                    values: pick(&|s| s.rtt_p99_ms),
+                },
+            ],
+        ),
+        (
+            "Server RSS",
+            "MiB",
+            vec![Line {
+                name: "rss",
+                color: blue,
+                values: pick(&|s| s.rss_bytes.map(|b| b as f64 / 1_048_576.0)),
+            }],
+        ),
+        (
+            "Server CPU per tick",
+            "ms",
+            vec![
+                Line {
+                    name: "total",
+                    color: blue,
+                    values: pick(&|s| s.cpu_ms_per_tick),
+                },
+                Line {
+                    name: "system",
+                    color: orange,
+                    values: pick(&|s| s.cpu_system_ms_per_tick),
+                },
+            ],
+        ),
+    ];
+    for (area, (title, unit, lines)) in panels.iter().zip(specs) {
+        let y_max = lines
+            .iter()
+            .flat_map(|l| l.values.iter().map(|&(_, v)| v))
+            .fold(0.0f64, f64::max)
+            .max(1e-3)
+            * 1.1;
+        let mut chart = ChartBuilder::on(area)
+            .caption(title, ("sans-serif", 22))
+            .margin(12)
+            .x_label_area_size(32)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0.0..t_max, 0.0..y_max)
+            .map_err(draw_err)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds")
+            .y_desc(unit)
+            .label_style(("sans-serif", 14))
+            .draw()
+            .map_err(draw_err)?;
+        for line in lines {
+            let color = line.color;
+            chart
+                .draw_series(LineSeries::new(line.values, color.stroke_width(2)))
+                .map_err(draw_err)?
+                .label(line.name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 14))
+            .draw()
+            .map_err(draw_err)?;
+    }
+    root.present().map_err(draw_err)?;
+    Ok(())
+}

@@ -1,0 +1,17 @@
+//! `migratory-bots`, Migratory's load generator: WebSocket bots that play like players
+//! (`behaviour`: roles, waypoints and casting from WELCOME's zones), decode every
+//! snapshot with the kernel's decoder and count what they get (`bots`); and the stepped
+//! soak (`soak`: ramp, hold, per-second series from the bots and the server's
+//! `/metrics`, thresholds, `metrics.json`, `summary.txt`) with its chart (`chart`, over
+//! the data model in `series`).
+//!
+//! Modules, top-down (each uses only those below it): `cli`, `soak`, `chart`, `series`,
+//! `bots`, `behaviour`. Invariant: it talks to a server only over its public port
+//! (WebSocket, `/metrics`), through `migratory-wire`'s contracts.
+
+pub mod behaviour;
+pub mod bots;
+pub mod chart;
+pub mod cli;
+pub mod series;
+pub mod soak;

@@ -1,0 +1,467 @@
+//! The soak: bots ramped in steps (`--steps 100,250,500,1000`, `--step-seconds`), then held
+//! (`--hold-seconds`), sampled every second from the bots and the server's `/metrics`, and
+//! written to a folder: `metrics.json` (machine, harness, thresholds, totals,
+//! distributions, the per-second series), `chart.png` and `summary.txt` (PASS/FAIL per
+//! threshold). The thresholds keep the reference soak's names and defaults.
+
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use migratory_wire::http;
+use migratory_wire::metric;
+
+use crate::bots::{self, BotLive, BotOptions, BotReport, RttSink};
+pub use crate::series::{Sample, Thresholds};
+
+/// The `[soak]` table of a soak config file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SoakConfigFile {
+    #[serde(default)]
+    thresholds: Thresholds,
+}
+
+/// Reads thresholds from a TOML file with a `[thresholds]` table (missing keys keep the
+/// defaults; unknown keys are errors).
+pub fn thresholds_from_toml(text: &str) -> Result<Thresholds, toml::de::Error> {
+    toml::from_str::<SoakConfigFile>(text).map(|c| c.thresholds)
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct SoakOptions {
+    pub bots: BotOptions,
+    /// Bots at the end of each ramp step.
+    pub steps: Vec<u32>,
+    pub step_seconds: f64,
+    pub hold_seconds: f64,
+    pub out: PathBuf,
+    pub thresholds: Thresholds,
+}
+
+/// A distribution's summary.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Distribution {
+    pub mean: f64,
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub samples: usize,
+}
+
+impl Distribution {
+    fn of(mut v: Vec<f64>) -> Distribution {
+        if v.is_empty() {
+            return Distribution::default();
+        }
+        v.sort_by(f64::total_cmp);
+        let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+        Distribution {
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+            p50: q(0.5),
+            p95: q(0.95),
+            p99: q(0.99),
+            max: v[v.len() - 1],
+            samples: v.len(),
+        }
+    }
+}
+
+/// One threshold's verdict.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Verdict {
+    pub name: &'static str,
+    pub value: f64,
+    pub limit: f64,
+    pub pass: bool,
+}
+
+/// Everything `metrics.json` holds.
+#[derive(Debug, Serialize)]
+pub struct SoakReport {
+    pub machine: serde_json::Value,
+    pub harness: serde_json::Value,
+    pub thresholds: Thresholds,
+    pub totals: BotReport,
+    /// Downstream B/s per bot over the hold, one value per bot that read.
+    pub downstream_bytes_per_s_per_bot_hold: Distribution,
+    /// PING round trips over the hold, ms.
+    pub rtt_ms_hold: Distribution,
+    /// The server over the hold: medians of its per-second figures.
+    pub server_hold: ServerHold,
+    pub series: Vec<Sample>,
+    pub verdicts: Vec<Verdict>,
+    pub pass: bool,
+}
+
+/// The server's figures over the hold, each the median of its seconds (`None`: no second
+/// had the figure).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ServerHold {
+    pub loop_p50_ms: Option<f64>,
+    pub loop_p99_ms: Option<f64>,
+    pub cpu_ms_per_tick: Option<f64>,
+    pub cpu_system_ms_per_tick: Option<f64>,
+}
+
+impl ServerHold {
+    fn of(hold: &[&Sample]) -> ServerHold {
+        let median = |f: fn(&Sample) -> Option<f64>| {
+            let v: Vec<f64> = hold.iter().filter_map(|s| f(s)).collect();
+            (!v.is_empty()).then(|| Distribution::of(v).p50)
+        };
+        ServerHold {
+            loop_p50_ms: median(|s| s.loop_p50_ms),
+            loop_p99_ms: median(|s| s.loop_p99_ms),
+            cpu_ms_per_tick: median(|s| s.cpu_ms_per_tick),
+            cpu_system_ms_per_tick: median(|s| s.cpu_system_ms_per_tick),
+        }
+    }
+}
+
+/// Why a soak could not run (a failed threshold is not an error: see `SoakReport::pass`).
+#[derive(Debug, thiserror::Error)]
+pub enum SoakError {
+    #[error("invalid soak options: {0}")]
+    Invalid(String),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Chart(#[from] crate::chart::ChartError),
+}
+
+/// The server's figures at one moment.
+#[derive(Clone, Copy, Debug, Default)]
+struct ServerSample {
+    ticks: Option<f64>,
+    loop_p50_s: Option<f64>,
+    loop_p99_s: Option<f64>,
+    overruns: Option<f64>,
+    skipped: Option<f64>,
+    rss_bytes: Option<f64>,
+    cpu_s: Option<f64>,
+    cpu_system_s: Option<f64>,
+    evictions: Option<f64>,
+}
+
+async fn scrape(host: Option<&str>) -> ServerSample {
+    let Some(host) = host else {
+        return ServerSample::default();
+    };
+    let scraped = http::Request::new(http::Method::GET, format!("http://{host}/metrics"))
+        .timeout(Duration::from_millis(500))
+        .send()
+        .await;
+    let text = match scraped {
+        Ok(r) if r.status == 200 => r.text(),
+        _ => return ServerSample::default(),
+    };
+    ServerSample {
+        ticks: metric::TICKS_TOTAL.read(&text, ""),
+        loop_p50_s: metric::TICK_LOOP_RECENT_SECONDS.read(&text, metric::P50),
+        loop_p99_s: metric::TICK_LOOP_RECENT_SECONDS.read(&text, metric::P99),
+        overruns: metric::TICK_OVERRUNS_TOTAL.read(&text, ""),
+        skipped: metric::TICKS_SKIPPED_TOTAL.read(&text, ""),
+        rss_bytes: metric::PROCESS_RESIDENT_MEMORY_BYTES.read(&text, ""),
+        cpu_s: metric::PROCESS_CPU_SECONDS_TOTAL.read(&text, ""),
+        cpu_system_s: metric::PROCESS_CPU_SYSTEM_SECONDS_TOTAL.read(&text, ""),
+        evictions: metric::EVICTIONS_TOTAL.read(&text, ""),
+    }
+}
+
+/// Runs the soak and writes its folder; the report says whether every threshold passed.
+pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
+    if options.steps.is_empty() || options.steps.windows(2).any(|w| w[0] > w[1]) || options.steps[0] == 0 {
+        return Err(SoakError::Invalid(format!(
+            "--steps must be ascending bot counts above 0, is {:?}",
+            options.steps
+        )));
+    }
+    if !(options.step_seconds > 0.0 && options.hold_seconds > 0.0) {
+        return Err(SoakError::Invalid(
+            "--step-seconds and --hold-seconds must be above 0".into(),
+        ));
+    }
+    std::fs::create_dir_all(&options.out).map_err(|source| SoakError::Io {
+        context: format!("creating {}", options.out.display()),
+        source,
+    })?;
+    let host = bots::host_of(&options.bots.url).map(str::to_string);
+    let start = Instant::now();
+    let step = Duration::from_secs_f64(options.step_seconds);
+    let ramp_end = start + step * options.steps.len() as u32;
+    let end = ramp_end + Duration::from_secs_f64(options.hold_seconds);
+    // The bots play on a little past the last sample, so it sees them all.
+    let bots_end = end + Duration::from_secs(2);
+    let total = *options.steps.last().unwrap_or(&0);
+    let sink: RttSink = Arc::default();
+    let mut lives: Vec<Arc<BotLive>> = Vec::with_capacity(total as usize);
+    let mut handles = Vec::with_capacity(total as usize);
+    let stalled = |i: u32| bots::stalls(i, options.bots.stall_percent);
+    // Each step's new bots connect evenly over the first half of the step.
+    let mut spawned = 0u32;
+    for (k, &target) in options.steps.iter().enumerate() {
+        let step_start = start + step * k as u32;
+        let n = target - spawned;
+        for j in 0..n {
+            let i = spawned + j;
+            let at = step_start + (step / 2).mul_f64(f64::from(j) / f64::from(n.max(1)));
+            let live = Arc::new(BotLive::default());
+            lives.push(live.clone());
+            handles.push(bots::spawn_bot(
+                i,
+                &options.bots,
+                start,
+                at,
+                bots_end,
+                live,
+                sink.clone(),
+            ));
+        }
+        spawned = target;
+    }
+
+    let mut series = Vec::new();
+    let mut last_bytes: Vec<u64> = vec![0; lives.len()];
+    let mut last_server = scrape(host.as_deref()).await;
+    let mut hold_bytes_start: Option<Vec<u64>> = None;
+    let mut hold_rtts: Vec<f64> = Vec::new();
+    let mut hold_rss: Vec<f64> = Vec::new();
+    let mut interval = tokio::time::interval(Duration::from_secs(1));
+    interval.tick().await;
+    let terminal = std::io::stderr().is_terminal();
+    loop {
+        interval.tick().await;
+        let now = Instant::now();
+        let t_s = (now - start).as_secs_f64();
+        let in_hold = now >= ramp_end;
+        let k = ((now - start).as_secs_f64() / options.step_seconds) as usize;
+        let target = options.steps[k.min(options.steps.len() - 1)];
+        let mut rates = Vec::new();
+        let mut joined = 0u32;
+        for (i, live) in lives.iter().enumerate() {
+            let bytes = live.snapshot_bytes.load(Relaxed);
+            let up = live.joined.load(Relaxed) && !live.gone.load(Relaxed);
+            if up {
+                joined += 1;
+                if !stalled(i as u32) {
+                    rates.push((bytes - last_bytes[i]) as f64);
+                }
+            }
+            last_bytes[i] = bytes;
+        }
+        if in_hold && hold_bytes_start.is_none() {
+            hold_bytes_start = Some(last_bytes.clone());
+        }
+        let rtts: Vec<f64> = sink
+            .lock()
+            .map(|mut s| s.drain(..).map(|us| f64::from(us) / 1000.0).collect())
+            .unwrap_or_default();
+        let server = scrape(host.as_deref()).await;
+        let per_tick =
+            |now: Option<f64>, before: Option<f64>| match (now, before, server.ticks, last_server.ticks) {
+                (Some(c1), Some(c0), Some(t1), Some(t0)) if t1 > t0 => Some((c1 - c0) * 1000.0 / (t1 - t0)),
+                _ => None,
+            };
+        let cpu_ms_per_tick = per_tick(server.cpu_s, last_server.cpu_s);
+        let cpu_system_ms_per_tick = per_tick(server.cpu_system_s, last_server.cpu_system_s);
+        last_server = server;
+        let down = Distribution::of(rates);
+        if in_hold {
+            hold_rtts.extend_from_slice(&rtts);
+        }
+        let rtt = Distribution::of(rtts);
+        let s = Sample {
+            t_s,
+            phase: if in_hold { "hold" } else { "ramp" },
+            target_bots: target,
+            joined_bots: joined,
+            down_mean_bytes_per_s: (down.samples > 0).then_some(down.mean),
+            down_p95_bytes_per_s: (down.samples > 0).then_some(down.p95),
+            down_max_bytes_per_s: (down.samples > 0).then_some(down.max),
+            rtt_p50_ms: (rtt.samples > 0).then_some(rtt.p50),
+            rtt_p99_ms: (rtt.samples > 0).then_some(rtt.p99),
+            loop_p50_ms: server.loop_p50_s.map(|v| v * 1000.0),
+            loop_p99_ms: server.loop_p99_s.map(|v| v * 1000.0),
+            overruns_total: server.overruns,
+            skipped_ticks_total: server.skipped,
+            rss_bytes: server.rss_bytes.map(|b| b as u64),
+            cpu_ms_per_tick,
+            cpu_system_ms_per_tick,
+        };
+        if in_hold {
+            if let Some(r) = server.rss_bytes {
+                hold_rss.push(r);
+            }
+        }
+        if terminal {
+            eprint!(
+                "\r{:>6.0} s {:<4} bots {:>5}/{:<5} loop p99 {:>6.2} ms  down {:>7.0} B/s  rtt p99 {:>6.2} ms   ",
+                t_s,
+                s.phase,
+                joined,
+                target,
+                s.loop_p99_ms.unwrap_or(f64::NAN),
+                s.down_mean_bytes_per_s.unwrap_or(0.0),
+                s.rtt_p99_ms.unwrap_or(f64::NAN),
+            );
+        }
+        series.push(s);
+        if now >= end {
+            break;
+        }
+    }
+    if terminal {
+        eprintln!();
+    }
+    let mut finished = Vec::with_capacity(handles.len());
+    for h in handles {
+        if let Ok(s) = h.await {
+            finished.push(s);
+        }
+    }
+    let totals = bots::summarise(total, &finished, start.elapsed().as_secs_f64());
+    // A stalled bot reads nothing, so it never sees its close: the server counts evictions.
+    let evictions = last_server.evictions.unwrap_or(0.0);
+    let hold_start = hold_bytes_start.unwrap_or_else(|| vec![0; lives.len()]);
+    let hold_secs = options.hold_seconds.max(1e-9);
+    let per_bot_hold: Vec<f64> = lives
+        .iter()
+        .enumerate()
+        .filter(|&(i, l)| !stalled(i as u32) && l.joined.load(Relaxed))
+        .map(|(i, l)| (l.snapshot_bytes.load(Relaxed) - hold_start[i]) as f64 / hold_secs)
+        .collect();
+    let downstream = Distribution::of(per_bot_hold);
+    let rtt_hold = Distribution::of(hold_rtts);
+    let hold: Vec<&Sample> = series.iter().filter(|s| s.phase == "hold").collect();
+    let loop_p99_hold = Distribution::of(hold.iter().filter_map(|s| s.loop_p99_ms).collect()).p99;
+    let max_second = hold
+        .iter()
+        .filter_map(|s| s.down_max_bytes_per_s)
+        .fold(0.0, f64::max);
+    let drift = match (hold_rss.first(), hold_rss.last()) {
+        (Some(&a), Some(&b)) if a > 0.0 => (b - a) / a * 100.0,
+        _ => f64::NAN,
+    };
+    let t = &options.thresholds;
+    let verdict = |name, value: f64, limit: f64| Verdict {
+        name,
+        value,
+        limit,
+        pass: value <= limit,
+    };
+    let verdicts = vec![
+        verdict("loop_p99_ms", loop_p99_hold, t.loop_p99_ms),
+        verdict(
+            "avg_downstream_bytes_per_s",
+            downstream.mean,
+            t.avg_downstream_bytes_per_s,
+        ),
+        verdict("hard_cap_bytes_per_s", max_second, t.hard_cap_bytes_per_s),
+        verdict("memory_drift_percent", drift, t.memory_drift_percent),
+        verdict("decode_errors", totals.decode_errors as f64, 0.0),
+        verdict("disconnects", f64::from(totals.disconnects), 0.0),
+    ];
+    let mut verdicts = verdicts;
+    if totals.stalled > 0 {
+        // Every bot told to stall must have been evicted by the end (value: those not).
+        verdicts.push(verdict(
+            "stalled_bots_not_evicted",
+            (f64::from(totals.stalled) - evictions).max(0.0),
+            0.0,
+        ));
+    }
+    let pass = verdicts.iter().all(|v| v.pass);
+    let report = SoakReport {
+        machine: serde_json::json!({
+            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+            "os": std::env::consts::OS,
+            "arch": std::env::consts::ARCH,
+        }),
+        harness: serde_json::json!({
+            "url": options.bots.url,
+            "steps": options.steps,
+            "step_seconds": options.step_seconds,
+            "hold_seconds": options.hold_seconds,
+            "tasks": options.bots.tasks,
+            "seed": options.bots.seed,
+            "town_percent": options.bots.mix.town_percent,
+            "field_percent": options.bots.mix.field_percent,
+            "stall_percent": options.bots.stall_percent,
+            "loop_p99_ms_hold": "99th percentile of the per-second loop p99 over the hold",
+        }),
+        thresholds: options.thresholds.clone(),
+        totals,
+        downstream_bytes_per_s_per_bot_hold: downstream,
+        rtt_ms_hold: rtt_hold,
+        server_hold: ServerHold::of(&hold),
+        series,
+        verdicts,
+        pass,
+    };
+    write_outputs(&options.out, &report)?;
+    Ok(report)
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SoakError {
+    move |source| SoakError::Io {
+        context: context.into(),
+        source,
+    }
+}
+
+/// `metrics.json`, `chart.png`, `summary.txt`.
+fn write_outputs(out: &Path, r: &SoakReport) -> Result<(), SoakError> {
+    let json = serde_json::to_string_pretty(r).map_err(|e| SoakError::Invalid(e.to_string()))?;
+    std::fs::write(out.join("metrics.json"), json).map_err(io("writing metrics.json"))?;
+    crate::chart::draw(&out.join("chart.png"), &r.series, &r.thresholds)?;
+    let mut s = String::new();
+    for v in &r.verdicts {
+        s.push_str(&format!(
+            "{} {}: {:.3} (limit {:.3})\n",
+            if v.pass { "PASS" } else { "FAIL" },
+            v.name,
+            v.value,
+            v.limit
+        ));
+    }
+    let t = &r.totals;
+    let h = &r.server_hold;
+    let figure = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
+    s.push_str(&format!(
+        "bots {} joined {} stalled {} closed by server {} {:?} drops {} decode errors {}\n\
+         downstream per bot (hold) mean {:.0} p95 {:.0} max {:.0} B/s; RTT (hold) p50 {:.2} p99 {:.2} ms\n\
+         server (hold, medians of the seconds) loop p50 {} p99 {} ms; CPU {} ms per tick, {} of it system\n\
+         {}\n",
+        t.clients,
+        t.joined,
+        t.stalled,
+        t.closed_by_server,
+        t.close_codes,
+        t.drops,
+        t.decode_errors,
+        r.downstream_bytes_per_s_per_bot_hold.mean,
+        r.downstream_bytes_per_s_per_bot_hold.p95,
+        r.downstream_bytes_per_s_per_bot_hold.max,
+        r.rtt_ms_hold.p50,
+        r.rtt_ms_hold.p99,
+        figure(h.loop_p50_ms),
+        figure(h.loop_p99_ms),
+        figure(h.cpu_ms_per_tick),
+        figure(h.cpu_system_ms_per_tick),
+        if r.pass { "PASS" } else { "FAIL" }
+    ));
+    std::fs::write(out.join("summary.txt"), s).map_err(io("writing summary.txt"))?;
+    Ok(())
+}

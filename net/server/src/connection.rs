@@ -1,0 +1,699 @@
+//! One client connection: the HELLO handshake, then reading the client's messages into
+//! events for the tick thread and writing what the tick thread queued, in one task.
+//!
+//! PING is answered right here, never through the tick, so the round trip is the
+//! transport's. Every write races the close requests (eviction, shutdown), so a client
+//! that stops reading can always be closed, and the close handshake is bounded by
+//! `eviction_close_timeout_seconds`, after which the transport is dropped.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
+use tokio_tungstenite::tungstenite::protocol::frame::{CloseFrame, Frame};
+use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
+use tokio_tungstenite::WebSocketStream;
+
+use crate::config::{BackpressureSection, InputLimitsSection, ServerConfig};
+use crate::metrics::Metrics;
+use crate::tick::{ClientShared, NetEvent, Outbound};
+use migratory_wire::protocol::{self, close_code, ClientMessage};
+
+/// Keeps the live-connection gauge honest: counted up when the task starts, down when it
+/// ends, however it ends.
+struct ConnectionGauge(Arc<Metrics>);
+
+impl ConnectionGauge {
+    fn new(metrics: &Arc<Metrics>) -> ConnectionGauge {
+        metrics.connections.fetch_add(1, Relaxed);
+        metrics.connections_total.fetch_add(1, Relaxed);
+        ConnectionGauge(metrics.clone())
+    }
+}
+
+impl Drop for ConnectionGauge {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Relaxed);
+    }
+}
+
+/// A token bucket over every message a client sends, with a per-second count of the
+/// messages it had to drop.
+#[derive(Debug)]
+struct RateLimiter {
+    tokens: f64,
+    rate_per_s: f64,
+    burst: f64,
+    last: Instant,
+    window_start: Instant,
+    excess_in_window: u32,
+    close_after_excess: u32,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Admit {
+    Yes,
+    /// Over the rate: drop this message.
+    Drop,
+    /// Over the rate for too long: close the client.
+    Close,
+}
+
+impl RateLimiter {
+    fn new(rate_per_s: f64, burst: u32, close_after_excess: u32) -> RateLimiter {
+        let now = Instant::now();
+        RateLimiter {
+            tokens: burst as f64,
+            rate_per_s,
+            burst: burst as f64,
+            last: now,
+            window_start: now,
+            excess_in_window: 0,
+            close_after_excess,
+        }
+    }
+
+    fn admit(&mut self, now: Instant) -> Admit {
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + dt * self.rate_per_s).min(self.burst);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            return Admit::Yes;
+        }
+        if now.saturating_duration_since(self.window_start) >= Duration::from_secs(1) {
+            self.window_start = now;
+            self.excess_in_window = 0;
+        }
+        self.excess_in_window += 1;
+        if self.excess_in_window > self.close_after_excess {
+            Admit::Close
+        } else {
+            Admit::Drop
+        }
+    }
+}
+
+/// How a connection ended, for the disconnect log line.
+#[derive(Debug)]
+enum End {
+    /// The server closed it with this code and reason.
+    Closed { code: u16, reason: String },
+    /// The client closed it (close frame), with its code.
+    ClientClosed(Option<u16>),
+    /// The transport failed or ended without a close frame.
+    Transport(String),
+}
+
+impl std::fmt::Display for End {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            End::Closed { code, reason } => write!(f, "closed by server ({code}: {reason})"),
+            End::ClientClosed(Some(code)) => write!(f, "closed by client ({code})"),
+            End::ClientClosed(None) => write!(f, "closed by client"),
+            End::Transport(e) => write!(f, "transport ended: {e}"),
+        }
+    }
+}
+
+/// Why the loop stops, before the close handshake.
+enum Stop {
+    Close { code: u16, reason: String },
+    ClientClosed(Option<u16>),
+    Transport(String),
+}
+
+/// What a connection task needs from the server, and nothing else: its limits, the
+/// metrics it counts into, the channel to the tick thread, the encoded terrain.
+#[derive(Debug)]
+pub(crate) struct ConnectionCtx {
+    pub input_limits: InputLimitsSection,
+    pub backpressure: BackpressureSection,
+    pub hello_timeout: Duration,
+    pub client_message_bytes_max: u32,
+    pub ws_frame_bytes_max: usize,
+    pub metrics: Arc<Metrics>,
+    pub events: std::sync::mpsc::Sender<NetEvent>,
+    pub next_client_id: std::sync::atomic::AtomicU32,
+    /// The terrain messages every client gets after WELCOME, encoded once.
+    pub terrain: Arc<Vec<Bytes>>,
+    /// The terrain's content hash: a HELLO naming it gets no terrain messages.
+    pub terrain_hash: [u8; 32],
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+impl ConnectionCtx {
+    /// The connection settings of `config`, with the server's shared parts.
+    pub fn new(
+        config: &ServerConfig,
+        metrics: Arc<Metrics>,
+        events: std::sync::mpsc::Sender<NetEvent>,
+        terrain: Arc<Vec<Bytes>>,
+        terrain_hash: [u8; 32],
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> ConnectionCtx {
+        let s = &config.server;
+        ConnectionCtx {
+            input_limits: s.input_limits.clone(),
+            backpressure: s.client_backpressure.clone(),
+            hello_timeout: Duration::from_secs_f64(s.hello_timeout_seconds),
+            client_message_bytes_max: s.max_client_message_bytes,
+            ws_frame_bytes_max: s.ws_frame_max_bytes as usize,
+            metrics,
+            events,
+            next_client_id: std::sync::atomic::AtomicU32::new(1),
+            terrain,
+            terrain_hash,
+            shutdown,
+        }
+    }
+}
+
+struct Conn<S> {
+    ws: WebSocketStream<S>,
+    ctx: Arc<ConnectionCtx>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    shared: Option<Arc<ClientShared>>,
+    limiter: RateLimiter,
+    last_client_seq: Option<u32>,
+}
+
+/// Serves one upgraded WebSocket connection until it ends.
+pub(crate) async fn run<S>(ws: WebSocketStream<S>, ctx: Arc<ConnectionCtx>, peer: Option<SocketAddr>)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let _gauge = ConnectionGauge::new(&ctx.metrics);
+    let limits = &ctx.input_limits;
+    let mut conn = Conn {
+        limiter: RateLimiter::new(
+            limits.messages_per_second,
+            limits.burst_messages,
+            limits.close_after_excess_per_second,
+        ),
+        shutdown: ctx.shutdown.clone(),
+        ws,
+        ctx,
+        shared: None,
+        last_client_seq: None,
+    };
+    let stop = conn.serve().await;
+    let end = conn.finish(stop).await;
+    let client = conn.shared.as_ref().map(|s| s.client);
+    match &conn.shared {
+        Some(s) => {
+            let _ = conn.ctx.events.send(NetEvent::Gone { client: s.client });
+            tracing::info!(
+                client = s.client,
+                peer = ?peer,
+                reason = %end,
+                state_updates_dropped = s.state_updates_dropped.load(Relaxed),
+                overflow_events = s.overflow_events.load(Relaxed),
+                queue_depth_hwm = s.queue_depth_hwm.load(Relaxed),
+                "client disconnected"
+            );
+        }
+        None => {
+            tracing::info!(client = ?client, peer = ?peer, reason = %end, "connection ended before HELLO")
+        }
+    }
+}
+
+impl<S> Conn<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    async fn serve(&mut self) -> Stop {
+        let (name, terrain_cached, spectator) = match self.handshake().await {
+            Ok(hello) => hello,
+            Err(stop) => return stop,
+        };
+        let client = self.ctx.next_client_id.fetch_add(1, Relaxed);
+        let shared = Arc::new(ClientShared::new(client));
+        let queue_len = self.ctx.backpressure.send_queue_max_messages as usize;
+        let (tx, rx) = mpsc::channel(queue_len);
+        self.shared = Some(shared.clone());
+        let hello = NetEvent::Hello {
+            client,
+            name,
+            terrain_cached,
+            spectator,
+            shared,
+            queue: tx,
+        };
+        if self.ctx.events.send(hello).is_err() {
+            return Stop::Close {
+                code: close_code::GOING_AWAY,
+                reason: "server shutting down".into(),
+            };
+        }
+        self.session(rx).await
+    }
+
+    /// Waits for HELLO (answering PINGs meanwhile); returns the player name, and whether
+    /// the client has this world's terrain cached.
+    async fn handshake(&mut self) -> Result<(String, bool, bool), Stop> {
+        let timeout = self.ctx.hello_timeout;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let msg = tokio::select! {
+                biased;
+                _ = shutdown_signal(&mut self.shutdown) => return Err(going_away()),
+                _ = tokio::time::sleep_until(deadline) => {
+                    self.ctx.metrics.handshake_timeouts_total.fetch_add(1, Relaxed);
+                    return Err(Stop::Close {
+                        code: close_code::POLICY_VIOLATION,
+                        reason: format!("no HELLO within {:.1} s", timeout.as_secs_f64()),
+                    });
+                }
+                msg = self.ws.next() => msg,
+            };
+            let data = self.incoming(msg)?;
+            let Some(data) = data else { continue };
+            match protocol::decode_client(&data) {
+                Ok(ClientMessage::Hello {
+                    name,
+                    cached_terrain,
+                    spectate,
+                    ..
+                }) => {
+                    let cached = cached_terrain == Some(self.ctx.terrain_hash);
+                    return Ok((name.to_string(), cached, spectate));
+                }
+                Ok(ClientMessage::Ping { nonce }) => self.pong(nonce).await?,
+                Ok(ClientMessage::Input(_)) => return Err(self.policy("INPUT before HELLO")),
+                Ok(ClientMessage::Camera(_)) => return Err(self.policy("CAMERA before HELLO")),
+                Ok(ClientMessage::Ack { .. }) => return Err(self.policy("ACK before HELLO")),
+                Err(e) => return Err(self.protocol_error(e)),
+            }
+        }
+    }
+
+    /// Joined (or joining): client messages become events; queued messages go out.
+    async fn session(&mut self, mut rx: mpsc::Receiver<Outbound>) -> Stop {
+        let Some(shared) = self.shared.clone() else {
+            return going_away();
+        };
+        // Made once, not per message: each new one registers with (and leaves) the close
+        // notifier and the shutdown watch, thousands of times a second at 1,000 clients.
+        let close = shared.close_requested();
+        let mut shutdown_rx = self.shutdown.clone();
+        let shutdown = shutdown_signal(&mut shutdown_rx);
+        tokio::pin!(close, shutdown);
+        loop {
+            tokio::select! {
+                biased;
+                _ = &mut close => {
+                    let req = shared.close_request().unwrap_or_else(|| crate::tick::CloseRequest {
+                        code: close_code::GOING_AWAY,
+                        reason: "closed".into(),
+                    });
+                    return Stop::Close { code: req.code, reason: req.reason };
+                }
+                _ = &mut shutdown => return going_away(),
+                out = rx.recv() => {
+                    let r = match out {
+                        None => Err(going_away()),
+                        Some(Outbound::Welcome { message, terrain_cached }) => {
+                            self.welcome_and_terrain(message, terrain_cached).await
+                        }
+                        Some(Outbound::Snapshot { message }) => {
+                            self.send(message).await.map(|()| {
+                                self.ctx.metrics.snapshots_sent_total.fetch_add(1, Relaxed);
+                            })
+                        }
+                    };
+                    if let Err(stop) = r {
+                        return stop;
+                    }
+                }
+                msg = self.ws.next() => {
+                    let data = match self.incoming(msg) {
+                        Ok(Some(d)) => d,
+                        Ok(None) => continue,
+                        Err(stop) => return stop,
+                    };
+                    if let Err(stop) = self.client_message(shared.client, &data).await {
+                        return stop;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One binary message from a joined client.
+    async fn client_message(&mut self, client: u32, data: &[u8]) -> Result<(), Stop> {
+        let event = match protocol::decode_client(data) {
+            Ok(ClientMessage::Input(m)) => {
+                if !self.in_sequence(m.seq) {
+                    return Ok(());
+                }
+                NetEvent::Input {
+                    client,
+                    dir_x: m.dir_x,
+                    dir_y: m.dir_y,
+                    throttle: m.throttle,
+                    cast: m.cast,
+                }
+            }
+            Ok(ClientMessage::Camera(m)) => {
+                if !self.in_sequence(m.seq) {
+                    return Ok(());
+                }
+                NetEvent::Camera {
+                    client,
+                    x_mm: m.x_mm,
+                    y_mm: m.y_mm,
+                }
+            }
+            Ok(ClientMessage::Ack { tick }) => NetEvent::Ack { client, tick },
+            Ok(ClientMessage::Ping { nonce }) => return self.pong(nonce).await,
+            Ok(ClientMessage::Hello { .. }) => return Err(self.policy("HELLO sent twice")),
+            Err(e) => return Err(self.protocol_error(e)),
+        };
+        if self.ctx.events.send(event).is_err() {
+            return Err(going_away());
+        }
+        Ok(())
+    }
+
+    /// True for an INPUT or CAMERA whose sequence number is above the last one (which it
+    /// becomes); a stale one is counted and dropped. The client's own sequence only orders
+    /// its messages; the tick thread gives the kernel its own sequence numbers.
+    fn in_sequence(&mut self, seq: u32) -> bool {
+        if self.last_client_seq.is_some_and(|last| seq <= last) {
+            self.ctx.metrics.inputs_stale_total.fetch_add(1, Relaxed);
+            return false;
+        }
+        self.last_client_seq = Some(seq);
+        true
+    }
+
+    /// Sorts out one read result: `Some(bytes)` for a binary message that passed the rate
+    /// limit, `None` for something to skip, `Err` to stop.
+    fn incoming(&mut self, msg: Option<Result<Message, WsError>>) -> Result<Option<Bytes>, Stop> {
+        let m = &self.ctx.metrics;
+        match msg {
+            None => Err(Stop::Transport("connection ended".into())),
+            Some(Err(e)) => Err(self.read_error(e)),
+            Some(Ok(Message::Binary(data))) => {
+                m.messages_received_total.fetch_add(1, Relaxed);
+                m.bytes_received_total.fetch_add(data.len() as u64, Relaxed);
+                match self.limiter.admit(Instant::now()) {
+                    Admit::Yes => Ok(Some(data)),
+                    Admit::Drop => {
+                        m.inputs_rate_limited_total.fetch_add(1, Relaxed);
+                        Ok(None)
+                    }
+                    Admit::Close => {
+                        m.inputs_rate_limited_total.fetch_add(1, Relaxed);
+                        Err(self.policy("input rate limit exceeded"))
+                    }
+                }
+            }
+            Some(Ok(Message::Text(_))) => {
+                m.protocol_errors_total.fetch_add(1, Relaxed);
+                Err(Stop::Close {
+                    code: close_code::UNSUPPORTED_DATA,
+                    reason: "text frames are not supported: the protocol is binary".into(),
+                })
+            }
+            Some(Ok(Message::Close(frame))) => Err(Stop::ClientClosed(frame.map(|f| u16::from(f.code)))),
+            // WebSocket pings are answered by tungstenite itself.
+            Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => Ok(None),
+        }
+    }
+
+    fn read_error(&self, e: WsError) -> Stop {
+        let m = &self.ctx.metrics;
+        match e {
+            WsError::Capacity(c) => {
+                m.protocol_errors_total.fetch_add(1, Relaxed);
+                Stop::Close {
+                    code: close_code::MESSAGE_TOO_BIG,
+                    reason: format!(
+                        "message too big (limit {} bytes): {c}",
+                        self.ctx.client_message_bytes_max
+                    ),
+                }
+            }
+            WsError::Protocol(p) => {
+                m.protocol_errors_total.fetch_add(1, Relaxed);
+                Stop::Close {
+                    code: close_code::PROTOCOL_ERROR,
+                    reason: truncate_reason(format!("WebSocket protocol error: {p}")),
+                }
+            }
+            WsError::Utf8(_) => {
+                m.protocol_errors_total.fetch_add(1, Relaxed);
+                Stop::Close {
+                    code: close_code::UNSUPPORTED_DATA,
+                    reason: "text frames are not supported: the protocol is binary".into(),
+                }
+            }
+            other => Stop::Transport(other.to_string()),
+        }
+    }
+
+    fn protocol_error(&self, e: protocol::ProtocolError) -> Stop {
+        self.ctx.metrics.protocol_errors_total.fetch_add(1, Relaxed);
+        Stop::Close {
+            code: e.close_code(),
+            reason: truncate_reason(e.to_string()),
+        }
+    }
+
+    fn policy(&self, reason: &str) -> Stop {
+        self.ctx.metrics.protocol_errors_total.fetch_add(1, Relaxed);
+        Stop::Close {
+            code: close_code::POLICY_VIOLATION,
+            reason: reason.to_string(),
+        }
+    }
+
+    async fn pong(&mut self, nonce: u64) -> Result<(), Stop> {
+        self.ctx.metrics.pings_total.fetch_add(1, Relaxed);
+        // The tick thread publishes a tick before any of its snapshots leave it, so this is
+        // never older than a snapshot this client already has.
+        let tick = self.ctx.metrics.current_tick.load(Relaxed);
+        let pong = protocol::encode_pong(nonce, tick);
+        self.send(Bytes::copy_from_slice(&pong)).await
+    }
+
+    /// WELCOME, then every terrain message (none when the client has it cached), each
+    /// within the terrain timeout; then the tick may send snapshots.
+    async fn welcome_and_terrain(&mut self, welcome: Bytes, terrain_cached: bool) -> Result<(), Stop> {
+        self.send(welcome).await?;
+        if terrain_cached {
+            self.terrain_delivered();
+            return Ok(());
+        }
+        let bp = &self.ctx.backpressure;
+        let limit = bp.terrain_enqueue_timeout();
+        let code = bp.eviction_close_code;
+        let terrain = self.ctx.terrain.clone();
+        for (i, msg) in terrain.iter().enumerate() {
+            match tokio::time::timeout(limit, self.send(msg.clone())).await {
+                Ok(r) => r?,
+                Err(_) => {
+                    // Terrain is never dropped, so a client that cannot take it goes.
+                    let m = &self.ctx.metrics;
+                    m.evictions_total.fetch_add(1, Relaxed);
+                    m.terrain_evictions_total.fetch_add(1, Relaxed);
+                    return Err(Stop::Close {
+                        code,
+                        reason: format!(
+                            "too slow: terrain message {} of {} not taken within {:.1} s",
+                            i + 1,
+                            terrain.len(),
+                            limit.as_secs_f64()
+                        ),
+                    });
+                }
+            }
+            self.ctx
+                .metrics
+                .terrain_bytes_sent_total
+                .fetch_add(msg.len() as u64, Relaxed);
+        }
+        self.terrain_delivered();
+        Ok(())
+    }
+
+    /// The terrain is with the client: the tick thread queues its snapshots from now on.
+    fn terrain_delivered(&self) {
+        if let Some(shared) = &self.shared {
+            shared.terrain_pending.store(false, Relaxed);
+        }
+    }
+
+    /// Sends one binary message (in several frames when it is long), racing close
+    /// requests and shutdown so a stuck write never holds the connection open.
+    async fn send(&mut self, msg: Bytes) -> Result<(), Stop> {
+        let len = msg.len();
+        let frame_max = self.ctx.ws_frame_bytes_max;
+        let shared = self.shared.clone();
+        let ws = &mut self.ws;
+        let write = async {
+            if len <= frame_max {
+                return ws.send(Message::Binary(msg)).await;
+            }
+            // Fragments keep the write buffer at one frame: tungstenite copies a whole
+            // frame into its buffer and keeps that capacity for the connection's life.
+            let mut at = 0;
+            while at < len {
+                let end = (at + frame_max).min(len);
+                let opcode = if at == 0 { Data::Binary } else { Data::Continue };
+                let frame = Frame::message(msg.slice(at..end), OpCode::Data(opcode), end == len);
+                ws.send(Message::Frame(frame)).await?;
+                at = end;
+            }
+            Ok(())
+        };
+        // Most writes finish at once (the socket has room): only a write that has to wait
+        // races the close requests and shutdown.
+        let mut write = std::pin::pin!(write);
+        // (A first poll with a no-op waker: a pending write is polled again in the race,
+        // which registers the real one.)
+        let first = futures_util::FutureExt::now_or_never(write.as_mut());
+        let shutdown = &mut self.shutdown;
+        let result = if let Some(r) = first {
+            r
+        } else {
+            tokio::select! {
+                biased;
+                _ = async {
+                    match &shared {
+                        Some(s) => s.close_requested().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    let req = shared.as_ref().and_then(|s| s.close_request());
+                    return Err(match req {
+                        Some(r) => Stop::Close { code: r.code, reason: r.reason },
+                        None => going_away(),
+                    });
+                }
+                _ = shutdown_signal(shutdown) => return Err(going_away()),
+                r = write => r,
+            }
+        };
+        match result {
+            Ok(()) => {
+                let m = &self.ctx.metrics;
+                m.bytes_sent_total.fetch_add(len as u64, Relaxed);
+                m.messages_sent_total.fetch_add(1, Relaxed);
+                if let Some(s) = &self.shared {
+                    s.sent_since_overflow.store(true, Relaxed);
+                }
+                Ok(())
+            }
+            Err(e) => Err(Stop::Transport(e.to_string())),
+        }
+    }
+
+    /// The close handshake, bounded in time; afterwards the transport is dropped.
+    async fn finish(&mut self, stop: Stop) -> End {
+        let limit = self.ctx.backpressure.eviction_close_timeout();
+        match stop {
+            Stop::Close { code, reason } => {
+                self.ctx.metrics.count_close(code);
+                let frame = CloseFrame {
+                    code: CloseCode::from(code),
+                    reason: truncate_reason(reason.clone()).into(),
+                };
+                let ws = &mut self.ws;
+                let _ = tokio::time::timeout(limit, async {
+                    if ws.send(Message::Close(Some(frame))).await.is_err() {
+                        return;
+                    }
+                    // The client's close frame ends the handshake; anything before it is ignored.
+                    while let Some(Ok(m)) = ws.next().await {
+                        if matches!(m, Message::Close(_)) {
+                            break;
+                        }
+                    }
+                    // Half-close and drain what the client still sends, so the socket ends
+                    // with FIN: closing it with unread input would send RST, which can discard
+                    // the close frame before the client has read it.
+                    let io = ws.get_mut();
+                    let _ = io.shutdown().await;
+                    let mut sink = [0u8; 1024];
+                    while matches!(io.read(&mut sink).await, Ok(n) if n > 0) {}
+                })
+                .await;
+                End::Closed { code, reason }
+            }
+            Stop::ClientClosed(code) => {
+                // Reading on flushes tungstenite's close reply and then ends the stream.
+                let ws = &mut self.ws;
+                let _ = tokio::time::timeout(limit, async { while ws.next().await.is_some() {} }).await;
+                End::ClientClosed(code)
+            }
+            Stop::Transport(e) => End::Transport(e),
+        }
+    }
+}
+
+/// Resolves once the server shuts down (or is gone). The value is dropped here so the
+/// watch's read guard never outlives the `select!` arm.
+async fn shutdown_signal(rx: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = rx.wait_for(|&s| s).await;
+}
+
+fn going_away() -> Stop {
+    Stop::Close {
+        code: close_code::GOING_AWAY,
+        reason: "server shutting down".into(),
+    }
+}
+
+/// A close frame's reason must fit 123 bytes; cut on a character boundary.
+fn truncate_reason(mut s: String) -> String {
+    const MAX: usize = 123;
+    if s.len() > MAX {
+        let mut end = MAX;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limiter_drops_then_closes() {
+        let mut r = RateLimiter::new(10.0, 5, 20);
+        let t0 = Instant::now();
+        for _ in 0..5 {
+            assert_eq!(r.admit(t0), Admit::Yes);
+        }
+        for _ in 0..20 {
+            assert_eq!(r.admit(t0), Admit::Drop);
+        }
+        assert_eq!(r.admit(t0), Admit::Close);
+        // A second later the bucket has refilled and the window restarted.
+        let mut r = RateLimiter::new(10.0, 5, 20);
+        for _ in 0..25 {
+            r.admit(t0);
+        }
+        let t1 = t0 + Duration::from_millis(1100);
+        assert_eq!(r.admit(t1), Admit::Yes);
+    }
+
+    #[test]
+    fn reasons_fit_a_close_frame() {
+        let s = truncate_reason("é".repeat(100));
+        assert!(s.len() <= 123 && s.chars().all(|c| c == 'é'));
+    }
+}

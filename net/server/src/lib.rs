@@ -1,0 +1,33 @@
+//! `migratory-server`, Migratory's live world server: the WebSocket front, the
+//! fixed-timestep tick thread, per-client backpressure, the session recording and resume,
+//! `/metrics`, and the Agones SDK. It only records and feeds inputs: everything a client
+//! is sent comes out of the kernel, so a replay of the recording reproduces every
+//! snapshot byte for byte.
+//!
+//! Entry points: [`start`] (the binary and the tests), [`ServerConfig`], and [`cli::main`]
+//! (the binary itself). The wire is `migratory-wire`'s; the browser viewer's files and the
+//! replay viewer are `migratory-view`'s.
+//!
+//! Modules, top-down (each uses only those below it in this list):
+//! - `cli`: the `migratory-server` command line.
+//! - `agones`: the Agones SDK calls, around a running server.
+//! - `serve`: `start`, the HTTP routes, the shutdown order.
+//! - `accept`, `connection`: the accept loop and one task per WebSocket.
+//! - `tick`: the tick thread; `recorder`: the recording's writer thread; `watchdog`.
+//! - `resume`, `metrics`, `config`: leaves.
+
+mod accept;
+pub mod agones;
+pub mod cli;
+pub mod config;
+mod connection;
+pub mod metrics;
+mod recorder;
+pub mod resume;
+mod serve;
+mod tick;
+mod watchdog;
+
+pub use config::ServerConfig;
+pub use recorder::RecordError;
+pub use serve::{start, ServeOptions, ServerError, ServerHandle, ShutdownReport, Stopper, WS_PATH};

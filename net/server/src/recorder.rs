@@ -1,0 +1,195 @@
+//! The session recording, written on a thread of its own: the tick thread hands each tick's
+//! inputs and roots (and, when one is due, the world's checkpoint bytes) to the writer
+//! thread and goes on; encoding, compressing and writing happen there.
+//!
+//! On the tick thread, a second's block of 1,000 clients' inputs took 2 ms to encode and
+//! compress, and a checkpoint 18 ms (longer than a tick at 60 Hz); what stays on it is the
+//! checkpoint's copy of the world (its checksum is computed here).
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use migratory_kernel::{save_checkpoint_unsealed, TickInputs, UnsealedCheckpoint, World};
+use migratory_replay::{RecordingWriter, TickRoots, WriterOptions};
+
+use crate::metrics::Metrics;
+
+/// Ticks the tick thread may run ahead of the writer (10 s at 60 Hz) before it waits: a
+/// disk that stalls for longer stalls the world, rather than the recording losing ticks.
+pub const RECORD_QUEUE_MAX_TICKS: usize = 600;
+
+type Writer = RecordingWriter<BufWriter<File>>;
+
+/// Why the recording stopped (the world goes on without it).
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("writing the recording: {0}")]
+    Write(Arc<std::io::Error>),
+    #[error("the recording writer stopped")]
+    WriterStopped,
+    #[error("the recording writer panicked")]
+    WriterPanicked,
+}
+
+enum Job {
+    Tick {
+        inputs: TickInputs,
+        roots: TickRoots,
+        /// Sealed (its checksum computed) on the writer thread.
+        checkpoint: Option<UnsealedCheckpoint>,
+    },
+    /// The last recorded tick and the world's checkpoint at it; the writer decides whether
+    /// the recording still needs it (and only then seals it).
+    Finish {
+        tick: u32,
+        checkpoint: UnsealedCheckpoint,
+    },
+}
+
+/// The session recording and the thread writing it.
+pub struct Recorder {
+    pub path: PathBuf,
+    options: WriterOptions,
+    /// None once the recording has stopped (finished, or its writer failed).
+    tx: Option<SyncSender<Job>>,
+    thread: Option<JoinHandle<()>>,
+    /// The writer thread's error, if it stopped on one.
+    error: Arc<Mutex<Option<RecordError>>>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Recorder {
+    /// Starts the writer thread on a writer that has written its header.
+    pub fn start(path: PathBuf, writer: Writer, metrics: Arc<Metrics>) -> std::io::Result<Recorder> {
+        let options = writer.options().clone();
+        let (tx, rx) = sync_channel(RECORD_QUEUE_MAX_TICKS);
+        let error = Arc::new(Mutex::new(None));
+        let thread = std::thread::Builder::new().name("migratory-record".into()).spawn({
+            let (path, error) = (path.clone(), error.clone());
+            move || {
+                if let Err(e) = write_jobs(writer, rx, &metrics) {
+                    tracing::error!(path = %path.display(), error = %e, "recording write failed; recording stopped");
+                    metrics.recording_errors_total.fetch_add(1, Relaxed);
+                    *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(RecordError::Write(Arc::new(e)));
+                }
+            }
+        })?;
+        Ok(Recorder {
+            path,
+            options,
+            tx: Some(tx),
+            thread: Some(thread),
+            error,
+        })
+    }
+
+    /// Hands over one tick (the world after it, for a due checkpoint). An error means the
+    /// writer has stopped; the recording ends there and the error says why.
+    pub fn record(&mut self, inputs: &TickInputs, world: &World) -> Result<(), RecordError> {
+        let Some(tx) = &self.tx else {
+            return Ok(());
+        };
+        let out = world.output();
+        let job = Job::Tick {
+            inputs: inputs.clone(),
+            roots: TickRoots::of(out),
+            checkpoint: self
+                .options
+                .checkpoint_due(out.tick)
+                .then(|| save_checkpoint_apart(world)),
+        };
+        if tx.send(job).is_err() {
+            self.tx = None;
+            return Err(self.writer_error());
+        }
+        Ok(())
+    }
+
+    /// Ends the recording with a checkpoint of `world` (so the next session of this world
+    /// resumes without stepping), and waits for the writer. The error of a writer that
+    /// failed earlier was returned by `record` already.
+    pub fn finish(&mut self, world: &World) -> Result<(), RecordError> {
+        let Some(tx) = self.tx.take() else {
+            self.join();
+            return Ok(());
+        };
+        let job = Job::Finish {
+            tick: world.tick(),
+            checkpoint: save_checkpoint_unsealed(world),
+        };
+        let sent = tx.send(job).is_ok();
+        drop(tx);
+        self.join();
+        let error = self.error.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match (sent, error) {
+            (_, Some(e)) => Err(e),
+            (false, None) => Err(RecordError::WriterStopped),
+            (true, None) => Ok(()),
+        }
+    }
+
+    fn join(&mut self) {
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                *self.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(RecordError::WriterPanicked);
+            }
+        }
+    }
+
+    fn writer_error(&mut self) -> RecordError {
+        self.join();
+        self.error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or(RecordError::WriterStopped)
+    }
+}
+
+/// The writer thread: every job in order until `Finish`. A closed channel without it (the
+/// tick thread went away) leaves the recording as a crash would: complete records only.
+fn write_jobs(mut writer: Writer, rx: Receiver<Job>, metrics: &Metrics) -> std::io::Result<()> {
+    for job in rx {
+        match job {
+            Job::Tick {
+                inputs,
+                roots,
+                checkpoint,
+            } => {
+                let checkpoint = checkpoint.map(UnsealedCheckpoint::seal);
+                writer.record_tick_parts(inputs, &roots, checkpoint.as_deref())?
+            }
+            Job::Finish { tick, checkpoint } => {
+                let checkpoint = writer.final_checkpoint_needed(tick).then(|| checkpoint.seal());
+                writer.finish_with_checkpoint_bytes(tick, checkpoint.as_deref())?;
+                return Ok(());
+            }
+        }
+        metrics.recording_bytes.store(writer.bytes_written(), Relaxed);
+    }
+    Ok(())
+}
+
+/// `save_checkpoint_unsealed` on a thread of its own while the tick thread waits. The copy of the
+/// world it builds (thousands of small blocks: each client's views and interest) then lives
+/// in that thread's heap, which holds nothing else and goes back to the OS when they are
+/// freed. Built on the tick thread, the copy's blocks were freed among the tick thread's
+/// longer-lived ones, and RSS rose in steps at some checkpoints and stayed: 1,000 bots,
+/// 4-minute holds recorded, 1.44 / 1.70 % drift on 2 shards and 0.93 % on 1; 0.009 % this way.
+/// The price is one thread started every `checkpoint_interval_ticks`.
+fn save_checkpoint_apart(world: &World) -> UnsealedCheckpoint {
+    std::thread::scope(|s| s.spawn(|| save_checkpoint_unsealed(world)).join())
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}

@@ -1,0 +1,627 @@
+//! Starting and stopping the server: the world, the terrain messages, the recording, the
+//! tick thread, and one port serving `/ws` (WebSocket), `/healthz`, `/metrics`, `/status`
+//! and the browser viewer at `/`.
+//!
+//! Shutdown runs in the order the issue asks for: stop accepting, close every client with
+//! 1001 (bounded by `shutdown_timeout_seconds`), then stop the tick thread, which writes the
+//! recording's end record.
+
+use std::fs::{File, OpenOptions};
+use std::io::BufWriter;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use hyper_util::rt::TokioIo;
+use migratory_kernel::World;
+use migratory_replay::{RecordingWriter, WriterOptions};
+use thiserror::Error;
+use tokio::sync::{watch, Notify};
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::Bytes;
+use tokio_tungstenite::WebSocketStream;
+
+use migratory_wire::fleet::ServerStatus;
+use migratory_wire::protocol::{WireTerrainDescriptor, WireZone, WorldFacts, ZoneKind};
+use migratory_wire::terrain_wire::{self, TerrainConfigError, TerrainDescriptor};
+
+use crate::accept;
+use crate::config::ServerConfig;
+use crate::connection::{self, ConnectionCtx};
+use crate::metrics::Metrics;
+use crate::recorder::Recorder;
+use crate::resume;
+use crate::tick::{TickLoop, TickReport, TickSettings, WelcomeBase};
+use crate::watchdog;
+
+/// The WebSocket endpoint's path.
+pub const WS_PATH: &str = "/ws";
+
+/// Why the server could not start or stop cleanly.
+#[derive(Debug, Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("building the world: {0}")]
+    World(#[from] migratory_kernel::WorldError),
+    #[error("encoding the terrain for the wire: {0}")]
+    Terrain(#[from] TerrainConfigError),
+    #[error("creating the recording {path}: {source}")]
+    Recording {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("binding {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("starting the {what} thread: {source}")]
+    Thread {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the tick thread panicked")]
+    TickPanicked,
+    #[error("the HTTP server task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    #[error(transparent)]
+    Resume(#[from] resume::ResumeError),
+}
+
+/// Options that are not part of the world's config.
+#[derive(Clone, Debug, Default)]
+pub struct ServeOptions {
+    /// `MIGRATORY_DEBUG=1`: stall watchdog and per-phase timings at DEBUG.
+    pub debug: bool,
+    /// Stop by itself after this many ticks (for benchmarks and corpus recordings).
+    pub run_ticks: Option<u64>,
+    /// Resume the world from this earlier session's recording (its last durable tick)
+    /// instead of building it fresh from the config.
+    pub resume_from: Option<PathBuf>,
+}
+
+/// What the HTTP handlers share: the connections' context, and the WebSocket settings
+/// the upgrade needs.
+#[derive(Debug)]
+struct AppState {
+    connections: Arc<ConnectionCtx>,
+    ws_config: WebSocketConfig,
+    /// What `/status` reports besides the live counters (which it overwrites).
+    status: ServerStatus,
+}
+
+/// How the session ended.
+#[derive(Clone, Debug)]
+pub struct ShutdownReport {
+    pub tick: TickReport,
+    /// Connections still open when the shutdown timeout ran out (0 normally).
+    pub connections_left: i64,
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct ServerHandle {
+    local_addr: SocketAddr,
+    recording_path: Option<PathBuf>,
+    terrain: TerrainDescriptor,
+    metrics: Arc<Metrics>,
+    stop: Arc<Notify>,
+    task: tokio::task::JoinHandle<Result<ShutdownReport, ServerError>>,
+}
+
+impl ServerHandle {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// `ws://ADDR/ws`.
+    pub fn ws_url(&self) -> String {
+        format!("ws://{}{WS_PATH}", self.local_addr)
+    }
+
+    pub fn recording_path(&self) -> Option<&Path> {
+        self.recording_path.as_deref()
+    }
+
+    pub fn terrain(&self) -> &TerrainDescriptor {
+        &self.terrain
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Starts the shutdown without waiting for it.
+    pub fn trigger_shutdown(&self) {
+        self.stop.notify_one();
+    }
+
+    /// A handle that can start the shutdown while `wait` holds the server.
+    pub fn stopper(&self) -> Stopper {
+        Stopper(self.stop.clone())
+    }
+
+    /// Shuts down and waits until everything has stopped.
+    pub async fn shutdown(self) -> Result<ShutdownReport, ServerError> {
+        self.trigger_shutdown();
+        self.wait().await
+    }
+
+    /// Waits until the server stops (after `trigger_shutdown`, or `run_ticks`).
+    pub async fn wait(self) -> Result<ShutdownReport, ServerError> {
+        self.task.await?
+    }
+}
+
+/// Starts a server's shutdown from anywhere.
+#[derive(Clone, Debug)]
+pub struct Stopper(Arc<Notify>);
+
+impl Stopper {
+    pub fn stop(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// Builds the world and starts serving. Must be called inside a tokio runtime.
+pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<ServerHandle, ServerError> {
+    config.validate()?;
+    let epoch = Instant::now();
+    let s = &config.server;
+    let world_config = config.world.clone();
+    let shards = s.shard_count();
+    let resumed = match &options.resume_from {
+        Some(path) => Some(resume::resume(path, &world_config, shards)?),
+        None => None,
+    };
+    let (world, leaving_clients) = match resumed {
+        Some(r) => {
+            tracing::info!(
+                from = %r.from.display(),
+                tick = r.tick,
+                ended_cleanly = r.ended_cleanly,
+                leaving = r.leaving_clients.len(),
+                "world resumed"
+            );
+            (r.world, r.leaving_clients)
+        }
+        None => (World::new(world_config.clone(), shards)?, Vec::new()),
+    };
+    let start_tick = world.tick();
+    let terrain = terrain_wire::encode(world.terrain(), &s.terrain_wire)?;
+    let viewer_terrain = Bytes::from(migratory_view::terrain_image(
+        world.terrain(),
+        world_config.world_size_mm,
+        world_config.water_level_mm,
+        &terrain.descriptor.content_hash,
+    ));
+    let descriptor = terrain.descriptor.clone();
+    let terrain_messages: Arc<Vec<Bytes>> = Arc::new(terrain.messages.into_iter().map(Bytes::from).collect());
+
+    let metrics = Metrics::new(world_config.tick_rate_hz);
+    let recorder = if s.recording.enabled {
+        Some(open_recording(&config, &world, &metrics)?)
+    } else {
+        None
+    };
+    let recording_path = recorder.as_ref().map(|r| r.path.clone());
+
+    let addr = config.listen_addr()?;
+    let listener =
+        bind(addr, s.tcp_send_buffer_bytes).map_err(|source| ServerError::Bind { addr, source })?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|source| ServerError::Bind { addr, source })?;
+
+    let (events_tx, events_rx) = mpsc::channel();
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let tick_stop = Arc::new(AtomicBool::new(false));
+    let tick_exited = Arc::new(Notify::new());
+
+    let frame_max = s.ws_frame_max_bytes as usize;
+    // A message longer than this is read over several reads, so it bounds nothing.
+    const CLIENT_READ_BUFFER_BYTES: usize = 1024;
+    let ws_config = WebSocketConfig::default()
+        // A small read buffer: the default 128 KiB is zero-filled per read and kept per
+        // connection. Client messages are at most `max_client_message_bytes` (512), so 1 KiB
+        // holds a burst of them; 4 KiB was 4.1 MB of heap with 1,000 clients (heaptrack).
+        .read_buffer_size(CLIENT_READ_BUFFER_BYTES)
+        // Write each message straight through; the queue upstream does the buffering.
+        .write_buffer_size(0)
+        // Outgoing frames are at most `frame_max` (long messages are fragmented), so this
+        // bound is never hit by our own messages and caps what a stuck peer can pin.
+        .max_write_buffer_size(frame_max * 2 + 64 * 1024)
+        .max_message_size(Some(s.max_client_message_bytes as usize))
+        .max_frame_size(Some(s.max_client_message_bytes as usize));
+
+    let bp = s.client_backpressure.clone();
+    let welcome = WelcomeBase {
+        tick_rate_hz: world_config.tick_rate_hz as u16,
+        snapshot_interval_ticks: world_config.snapshot_interval_ticks as u16,
+        world_size_mm: world_config.world_size_mm,
+        terrain: WireTerrainDescriptor::from_descriptor(&descriptor),
+        world: world_facts(&world),
+    };
+    let settings = TickSettings {
+        pin_shard_threads: s.pin_shard_threads,
+        catch_up_ticks_max: s.tick_loop.catch_up_ticks_max,
+        backpressure: bp,
+        run_ticks: options.run_ticks,
+        debug: options.debug,
+    };
+    // Client ids of the new session start above those still in a resumed world.
+    let next_client_id = leaving_clients.iter().max().map_or(1, |c| c + 1);
+    let tick_loop = TickLoop::new(
+        world,
+        leaving_clients,
+        settings,
+        events_rx,
+        metrics.clone(),
+        recorder,
+        welcome,
+        tick_stop.clone(),
+        epoch,
+    );
+    let exited = tick_exited.clone();
+    let tick_thread = std::thread::Builder::new()
+        .name("migratory-tick".into())
+        .spawn(move || {
+            let report = tick_loop.run();
+            exited.notify_one();
+            report
+        })
+        .map_err(|source| ServerError::Thread { what: "tick", source })?;
+
+    let watchdog = if options.debug {
+        Some(
+            watchdog::start(metrics.clone(), epoch, tick_stop.clone()).map_err(|source| {
+                ServerError::Thread {
+                    what: "watchdog",
+                    source,
+                }
+            })?,
+        )
+    } else {
+        None
+    };
+
+    let connections = ConnectionCtx::new(
+        &config,
+        metrics.clone(),
+        events_tx,
+        terrain_messages,
+        descriptor.content_hash,
+        shutdown_rx.clone(),
+    );
+    connections
+        .next_client_id
+        .store(next_client_id, Ordering::Relaxed);
+    let ctx = Arc::new(AppState {
+        connections: Arc::new(connections),
+        ws_config,
+        status: ServerStatus {
+            tick: start_tick,
+            players: 0,
+            connections: 0,
+            start_tick,
+            recording: recording_path.clone(),
+            resumed_from: options.resume_from.clone(),
+        },
+    });
+    let app = Router::new()
+        .route(WS_PATH, get(ws_upgrade))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(metrics_page))
+        .route(migratory_wire::fleet::STATUS_PATH, get(status_page))
+        // The viewer asks; only `migratory-server view` has a recording to show.
+        .route("/replay/info", get(|| async { StatusCode::NO_CONTENT }))
+        .with_state(ctx.clone())
+        .merge(migratory_view::live_routes(viewer_terrain));
+    let limits = accept::AcceptLimits {
+        connections_max: s.connections_max as usize,
+        connections_per_ip_max: s.connections_per_ip_max as usize,
+        per_ip_exempt_loopback: s.connections_per_ip_exempt_loopback,
+        header_timeout: Duration::from_secs_f64(s.http_header_timeout_seconds),
+    };
+    let http = tokio::spawn(accept::serve(
+        listener,
+        app,
+        limits,
+        metrics.clone(),
+        shutdown_rx.clone(),
+    ));
+
+    tracing::info!(
+        %local_addr,
+        shards,
+        boids = world_config.boid_count,
+        tick_rate_hz = world_config.tick_rate_hz,
+        terrain_cells = descriptor.cells,
+        terrain_bytes = descriptor.total_bytes,
+        terrain_chunks = descriptor.chunk_count,
+        recording = ?recording_path,
+        "server started"
+    );
+
+    let stop = Arc::new(Notify::new());
+    let stop_rx = stop.clone();
+    let shutdown_timeout =
+        Duration::from_secs_f64(s.shutdown_timeout_seconds) + s.client_backpressure.eviction_close_timeout();
+    let task_metrics = metrics.clone();
+    let task = tokio::spawn(async move {
+        let heartbeat = options
+            .debug
+            .then(|| tokio::spawn(watchdog::runtime_heartbeat(task_metrics.clone(), epoch)));
+        tokio::select! {
+            _ = stop_rx.notified() => tracing::info!("shutting down"),
+            _ = tick_exited.notified() => tracing::info!("tick loop finished; shutting down"),
+        }
+        // 1. Stop accepting and ask every connection to close with 1001.
+        let _ = shutdown_tx.send(true);
+        // 2. Wait (bounded) for the connections to finish their close handshakes.
+        let deadline = tokio::time::Instant::now() + shutdown_timeout;
+        while task_metrics.connections.load(Ordering::Relaxed) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let connections_left = task_metrics.connections.load(Ordering::Relaxed);
+        // 3. Stop the tick thread; it finishes the recording with its end record.
+        tick_stop.store(true, Ordering::Release);
+        let report = tokio::task::spawn_blocking(move || tick_thread.join())
+            .await
+            .map_err(|_| ServerError::TickPanicked)?
+            .map_err(|_| ServerError::TickPanicked)?;
+        if let Some(w) = watchdog {
+            let _ = tokio::task::spawn_blocking(move || w.join()).await;
+        }
+        if let Some(h) = heartbeat {
+            h.abort();
+        }
+        match tokio::time::timeout(Duration::from_secs(2), http).await {
+            Ok(Ok(())) | Err(_) => {}
+            Ok(Err(e)) => return Err(ServerError::Task(e)),
+        }
+        tracing::info!(
+            ticks = report.ticks,
+            final_tick = report.final_tick,
+            connections_left,
+            recording = ?report.recording,
+            "server stopped"
+        );
+        Ok(ShutdownReport {
+            tick: report,
+            connections_left,
+        })
+    });
+
+    Ok(ServerHandle {
+        local_addr,
+        recording_path,
+        terrain: descriptor,
+        metrics,
+        stop,
+        task,
+    })
+}
+
+/// The listening socket. Accepted connections inherit its send buffer size, so a set
+/// `tcp_send_buffer_bytes` bounds what the kernel holds for a client that stops reading
+/// (0 keeps the OS's autotuning, which may grow it to megabytes).
+fn bind(addr: SocketAddr, send_buffer_bytes: u32) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    if send_buffer_bytes > 0 {
+        socket.set_send_buffer_size(send_buffer_bytes)?;
+    }
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
+/// Creates the session's recording file and writes its header.
+fn open_recording(
+    config: &ServerConfig,
+    world: &World,
+    metrics: &Arc<Metrics>,
+) -> Result<Recorder, ServerError> {
+    let r = &config.server.recording;
+    let err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ServerError::Recording { path, source }
+    };
+    std::fs::create_dir_all(&r.dir).map_err(err(&r.dir))?;
+    let (path, file) = create_session_file(&r.dir).map_err(err(&r.dir))?;
+    let writer = RecordingWriter::new(
+        BufWriter::new(file),
+        world,
+        world.shard_count() as u32,
+        WriterOptions {
+            block_ticks: r.block_ticks,
+            checkpoint_interval_ticks: r.checkpoint_interval_ticks,
+            fsync_every_blocks: r.fsync_every_blocks,
+        },
+    )
+    .map_err(err(&path))?;
+    Recorder::start(path.clone(), writer, metrics.clone()).map_err(err(&path))
+}
+
+/// `session-YYYYMMDD-HHMMSS-PID[-N].mrec`, never overwriting an existing file.
+fn create_session_file(dir: &Path) -> std::io::Result<(PathBuf, File)> {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let stamp = utc_stamp(secs);
+    let pid = std::process::id();
+    for n in 0..1000u32 {
+        let name = if n == 0 {
+            format!("session-{stamp}-{pid}.mrec")
+        } else {
+            format!("session-{stamp}-{pid}-{n}.mrec")
+        };
+        let path = dir.join(name);
+        match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(f) => return Ok((path, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other("no free recording file name"))
+}
+
+/// `YYYYMMDD-HHMMSS` in UTC from Unix seconds (civil-from-days, proleptic Gregorian).
+fn utc_stamp(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// What WELCOME tells every client about the world it joins.
+fn world_facts(world: &World) -> WorldFacts {
+    let c = world.config();
+    let zones = world.zones();
+    // Zones are placed inside the world, so their centres are never negative.
+    let zone = |kind, z: &migratory_kernel::Zone| WireZone {
+        kind,
+        x_mm: z.x_mm.max(0) as u32,
+        y_mm: z.y_mm.max(0) as u32,
+        radius_mm: z.radius_mm,
+    };
+    WorldFacts {
+        view_radius_mm: c.view_radius_mm,
+        view_entities_max: migratory_kernel::VIEW_ENTITIES_MAX as u16,
+        baseline_window_snapshots: migratory_kernel::BASELINE_RING_LEN as u16,
+        cast_radius_mm: c.player.cast_radius_mm,
+        cast_cooldown_ticks: c.player.cast_cooldown_ticks,
+        avatar_speed_max_mm_per_tick: c.player.speed_max_mm_per_tick,
+        zones: std::iter::once(zone(ZoneKind::Town, &zones.town))
+            .chain(
+                zones
+                    .hunting_fields
+                    .iter()
+                    .map(|z| zone(ZoneKind::HuntingField, z)),
+            )
+            .collect(),
+    }
+}
+
+async fn metrics_page(State(ctx): State<Arc<AppState>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        ctx.connections.metrics.render(),
+    )
+}
+
+/// `/status`: the session at a glance, as JSON (what the fleet polls for player counts).
+async fn status_page(State(ctx): State<Arc<AppState>>) -> impl IntoResponse {
+    let m = &ctx.connections.metrics;
+    let count = |a: &std::sync::atomic::AtomicI64| {
+        u32::try_from(a.load(Ordering::Relaxed).max(0)).unwrap_or(u32::MAX)
+    };
+    axum::Json(ServerStatus {
+        tick: m.current_tick.load(Ordering::Relaxed).max(ctx.status.start_tick),
+        players: count(&m.clients),
+        connections: count(&m.connections),
+        ..ctx.status.clone()
+    })
+}
+
+fn header_has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case(token))
+}
+
+/// The WebSocket handshake (RFC 6455 section 4.2), then the connection task.
+async fn ws_upgrade(
+    State(ctx): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+) -> Response {
+    let headers = req.headers();
+    let is_upgrade = header_has_token(headers, header::CONNECTION, "upgrade")
+        && header_has_token(headers, header::UPGRADE, "websocket")
+        && headers
+            .get(header::SEC_WEBSOCKET_VERSION)
+            .is_some_and(|v| v.as_bytes() == b"13");
+    let Some(key) = headers.get(header::SEC_WEBSOCKET_KEY).filter(|_| is_upgrade) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "expected a WebSocket upgrade (version 13)\n",
+        )
+            .into_response();
+    };
+    if *ctx.connections.shutdown.borrow() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "server shutting down\n").into_response();
+    }
+    let accept = derive_accept_key(key.as_bytes());
+    // The connection's place under the caps goes with the WebSocket.
+    let slot = req.extensions().get::<Arc<accept::ConnectionSlot>>().cloned();
+    let on_upgrade = hyper::upgrade::on(req);
+    tokio::spawn(async move {
+        let _slot = slot;
+        match on_upgrade.await {
+            Ok(upgraded) => {
+                let ws = WebSocketStream::from_raw_socket(
+                    TokioIo::new(upgraded),
+                    Role::Server,
+                    Some(ctx.ws_config),
+                )
+                .await;
+                connection::run(ws, ctx.connections.clone(), Some(peer)).await;
+            }
+            Err(e) => tracing::debug!(%peer, error = %e, "WebSocket upgrade failed"),
+        }
+    });
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header(header::CONNECTION, "upgrade")
+        .header(header::UPGRADE, "websocket")
+        .header(header::SEC_WEBSOCKET_ACCEPT, accept)
+        .body(Body::empty())
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_stamps() {
+        assert_eq!(utc_stamp(0), "19700101-000000");
+        assert_eq!(utc_stamp(951_782_400 + 3661), "20000229-010101");
+        assert_eq!(utc_stamp(1_764_686_096), "20251202-143456");
+    }
+}

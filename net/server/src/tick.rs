@@ -1,0 +1,699 @@
+//! The tick thread: a fixed timestep on a dedicated std thread, off the async runtime.
+//!
+//! Each tick: drain the connections' events into the tick's inputs (joins, coalesced
+//! steering, casts, acks, leaves), step the kernel, append the tick to the recording, then
+//! hand each client its snapshot with a non-blocking `try_send` into its bounded queue. The
+//! thread never waits on a client: a full queue drops the snapshot and counts it, and a
+//! client that keeps overflowing is asked to close.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, Ordering::Relaxed};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use migratory_kernel::{Input, TickInputs, ViewEntry, World, VIEW_ENTITIES_MAX};
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::mpsc::Sender;
+use tokio::sync::Notify;
+use tokio_tungstenite::tungstenite::Bytes;
+
+use crate::config::BackpressureSection;
+use crate::metrics::{Metrics, Phase};
+use crate::recorder::{RecordError, Recorder};
+use migratory_wire::protocol::{self, close_code, Welcome, WireTerrainDescriptor, WorldFacts};
+
+/// At most this many events are taken per tick, so a burst cannot stall one tick; the
+/// rest wait for the next.
+const EVENTS_PER_TICK_MAX: usize = 65_536;
+
+/// Why the server asks a connection to close.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CloseRequest {
+    pub code: u16,
+    pub reason: String,
+}
+
+/// What a connection task and the tick thread share about one client.
+#[derive(Debug)]
+pub struct ClientShared {
+    pub client: u32,
+    pub state_updates_dropped: AtomicU64,
+    pub overflow_events: AtomicU64,
+    pub queue_depth_hwm: AtomicUsize,
+    /// Set by the connection after each successful send; the tick thread clears it when
+    /// it counts an overflow, so consecutive overflows are told from separated ones.
+    pub sent_since_overflow: AtomicBool,
+    /// True until the connection has delivered the terrain. Snapshots due before then are
+    /// not queued (nor counted as overflows): the terrain timeout alone decides whether a
+    /// client too slow to take the terrain is evicted.
+    pub terrain_pending: AtomicBool,
+    close: Mutex<Option<CloseRequest>>,
+    /// Set once `close` holds a request: the connection checks it on every wake-up without
+    /// taking the lock.
+    close_set: AtomicBool,
+    close_notify: Notify,
+}
+
+impl ClientShared {
+    pub fn new(client: u32) -> ClientShared {
+        ClientShared {
+            client,
+            state_updates_dropped: AtomicU64::new(0),
+            overflow_events: AtomicU64::new(0),
+            queue_depth_hwm: AtomicUsize::new(0),
+            sent_since_overflow: AtomicBool::new(false),
+            terrain_pending: AtomicBool::new(true),
+            close: Mutex::new(None),
+            close_set: AtomicBool::new(false),
+            close_notify: Notify::new(),
+        }
+    }
+
+    /// Asks the connection to close; the first request wins. Callable from any thread.
+    pub fn request_close(&self, code: u16, reason: impl Into<String>) {
+        let mut slot = self.close.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(CloseRequest {
+                code,
+                reason: reason.into(),
+            });
+            self.close_set.store(true, Ordering::Release);
+            // The connection may wait in two places at once (its session loop and a write
+            // racing closes), so every waiter is woken; `notify_one` then keeps a permit
+            // for a waiter that checked the flag just before it was set.
+            self.close_notify.notify_waiters();
+            self.close_notify.notify_one();
+        }
+    }
+
+    /// The pending close request, if any.
+    pub fn close_request(&self) -> Option<CloseRequest> {
+        self.close.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Resolves when a close has been requested.
+    pub async fn close_requested(&self) {
+        loop {
+            if self.close_set.load(Ordering::Acquire) {
+                return;
+            }
+            self.close_notify.notified().await;
+        }
+    }
+}
+
+/// What the tick thread queues for a connection.
+#[derive(Debug)]
+pub enum Outbound {
+    /// The join took effect: send this WELCOME, then the terrain, then snapshots.
+    /// WELCOME, and whether the client has the terrain cached (nothing more to send).
+    Welcome { message: Bytes, terrain_cached: bool },
+    /// A SNAPSHOT message (type byte + kernel snapshot).
+    Snapshot { message: Bytes },
+}
+
+/// What connection tasks tell the tick thread.
+#[derive(Debug)]
+pub enum NetEvent {
+    /// A HELLO was accepted: join this client.
+    Hello {
+        client: u32,
+        name: String,
+        /// The client's HELLO named this world's terrain hash.
+        terrain_cached: bool,
+        /// The client's HELLO asked to spectate.
+        spectator: bool,
+        shared: Arc<ClientShared>,
+        queue: Sender<Outbound>,
+    },
+    /// INPUT: the newest steering per tick wins; a cast in any of them counts.
+    Input {
+        client: u32,
+        dir_x: i16,
+        dir_y: i16,
+        throttle: u8,
+        cast: bool,
+    },
+    /// CAMERA: the newest camera position per tick wins.
+    Camera { client: u32, x_mm: i32, y_mm: i32 },
+    /// ACK: the newest acked tick per tick wins.
+    Ack { client: u32, tick: u32 },
+    /// The connection ended (for any reason).
+    Gone { client: u32 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum JoinState {
+    /// Join fed to this tick's inputs; resolved by its output.
+    Joining,
+    Joined,
+    /// The kernel refused the join; waiting for the connection to go.
+    Rejected,
+}
+
+#[derive(Debug)]
+struct TickClient {
+    state: JoinState,
+    terrain_cached: bool,
+    shared: Arc<ClientShared>,
+    queue: Sender<Outbound>,
+    /// No more messages are queued (eviction requested, or the queue is closed).
+    closing: bool,
+    /// The kernel's sequence numbers for this client: steer, camera and cast share one counter.
+    kernel_seq: u32,
+    pending_steer: Option<(i16, i16, u8)>,
+    pending_camera: Option<(i32, i32)>,
+    pending_cast: bool,
+    pending_ack: Option<u32>,
+    overflow_streak: u32,
+}
+
+/// Static facts every WELCOME carries.
+#[derive(Clone, Debug)]
+pub struct WelcomeBase {
+    pub tick_rate_hz: u16,
+    pub snapshot_interval_ticks: u16,
+    pub world_size_mm: u32,
+    pub terrain: WireTerrainDescriptor,
+    pub world: WorldFacts,
+}
+
+/// How the loop runs.
+#[derive(Clone, Debug)]
+pub struct TickSettings {
+    /// Pin the shard threads (this thread included) to CPUs when the loop starts.
+    pub pin_shard_threads: bool,
+    pub catch_up_ticks_max: u32,
+    pub backpressure: BackpressureSection,
+    /// Stop by itself after this many ticks (None: until shut down).
+    pub run_ticks: Option<u64>,
+    /// Per-phase timings at DEBUG once a second.
+    pub debug: bool,
+}
+
+/// What the loop leaves behind.
+#[derive(Clone, Debug)]
+pub struct TickReport {
+    pub ticks: u64,
+    pub final_tick: u32,
+    pub final_root: [u8; 32],
+    pub recording: Option<PathBuf>,
+    /// Set when the recording hit a write error (it stopped there).
+    pub recording_error: Option<RecordError>,
+}
+
+/// For a tick `lateness` past its deadline: whether it runs late (at least a whole tick
+/// behind, so it is a catch-up tick), and how many later deadlines to skip so that at
+/// most `catch_up_ticks_max` ticks are run back to back.
+fn catch_up(lateness: Duration, dt_ns: u64, catch_up_ticks_max: u32) -> (bool, u64) {
+    let behind = (lateness.as_nanos() / u128::from(dt_ns.max(1))).min(u128::from(u64::MAX)) as u64;
+    (behind >= 1, behind.saturating_sub(u64::from(catch_up_ticks_max)))
+}
+
+/// The tick thread's state.
+pub struct TickLoop {
+    world: World,
+    /// Clients of an earlier session still in a resumed world: they leave in the first tick.
+    leaving_clients: Vec<u32>,
+    settings: TickSettings,
+    events: mpsc::Receiver<NetEvent>,
+    metrics: Arc<Metrics>,
+    recorder: Option<Recorder>,
+    recording_error: Option<RecordError>,
+    welcome: WelcomeBase,
+    clients: BTreeMap<u32, TickClient>,
+    inputs: TickInputs,
+    shutdown: Arc<AtomicBool>,
+    epoch: Instant,
+}
+
+impl std::fmt::Debug for TickLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TickLoop")
+            .field("tick", &self.world.tick())
+            .field("clients", &self.clients.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TickLoop {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        world: World,
+        leaving_clients: Vec<u32>,
+        settings: TickSettings,
+        events: mpsc::Receiver<NetEvent>,
+        metrics: Arc<Metrics>,
+        recorder: Option<Recorder>,
+        welcome: WelcomeBase,
+        shutdown: Arc<AtomicBool>,
+        epoch: Instant,
+    ) -> TickLoop {
+        TickLoop {
+            world,
+            leaving_clients,
+            settings,
+            events,
+            metrics,
+            recorder,
+            recording_error: None,
+            welcome,
+            clients: BTreeMap::new(),
+            inputs: TickInputs::default(),
+            shutdown,
+            epoch,
+        }
+    }
+
+    fn set_phase(&self, phase: Phase) {
+        self.metrics
+            .phase_started_us
+            .store(self.epoch.elapsed().as_micros() as u64, Relaxed);
+        self.metrics.phase.store(phase as u8, Relaxed);
+    }
+
+    /// Runs until shut down (or `run_ticks`), then finishes the recording.
+    pub fn run(mut self) -> TickReport {
+        let hz = self.world.config().tick_rate_hz.max(1) as u64;
+        let dt_ns = 1_000_000_000 / hz;
+        let dt = Duration::from_nanos(dt_ns);
+        if self.settings.pin_shard_threads && self.world.shard_count() > 1 {
+            // From this thread: it runs shard 0 of every step.
+            match self.world.pin_shard_threads() {
+                Ok(cpus) => tracing::info!(?cpus, "shard threads pinned to CPUs"),
+                Err(e) => tracing::warn!(error = %e, "shard threads left unpinned"),
+            }
+        }
+        let mut next = Instant::now();
+        let mut ran: u64 = 0;
+        let mut last_debug = Instant::now();
+        while !self.shutdown.load(Ordering::Acquire) {
+            if self.settings.run_ticks.is_some_and(|n| ran >= n) {
+                break;
+            }
+            let now = Instant::now();
+            if now < next {
+                // Sleep in slices so a shutdown is seen within a few milliseconds.
+                std::thread::sleep((next - now).min(Duration::from_millis(5)));
+                continue;
+            }
+            let (late, skip) = catch_up(now - next, dt_ns, self.settings.catch_up_ticks_max);
+            if skip > 0 {
+                // Too far behind to catch up: drop the excess deadlines. The tick number
+                // stays dense, so the recording and replays do not notice.
+                next += Duration::from_nanos(dt_ns.saturating_mul(skip));
+                self.metrics.ticks_skipped_total.fetch_add(skip, Relaxed);
+            }
+            if late {
+                self.metrics.ticks_caught_up_total.fetch_add(1, Relaxed);
+            }
+            let work = self.tick_once();
+            if work > dt {
+                self.metrics.tick_overruns_total.fetch_add(1, Relaxed);
+            }
+            ran += 1;
+            next += dt;
+            if self.settings.debug && last_debug.elapsed() >= Duration::from_secs(1) {
+                last_debug = Instant::now();
+                let m = &self.metrics;
+                tracing::debug!(
+                    tick = self.world.tick(),
+                    loop_p50_us = m.loop_us.quantile(0.5),
+                    loop_p99_us = m.loop_us.quantile(0.99),
+                    ingest_p99_us = m.ingest_us.quantile(0.99),
+                    step_p99_us = m.step_us.quantile(0.99),
+                    record_p99_us = m.record_us.quantile(0.99),
+                    handoff_p99_us = m.handoff_us.quantile(0.99),
+                    clients = self.clients.len(),
+                    "tick phase timings"
+                );
+            }
+        }
+        self.finish(ran)
+    }
+
+    /// One tick; returns the time its work took.
+    fn tick_once(&mut self) -> Duration {
+        let t0 = Instant::now();
+        self.set_phase(Phase::Ingest);
+        self.ingest();
+        let t1 = Instant::now();
+        self.set_phase(Phase::Step);
+        self.world.step(&self.inputs);
+        // Published before any of this tick's snapshots leave, so a PONG never names a tick
+        // older than a snapshot its client already holds.
+        self.metrics.current_tick.store(self.world.tick(), Relaxed);
+        let t2 = Instant::now();
+        self.set_phase(Phase::Record);
+        self.record();
+        let t3 = Instant::now();
+        self.set_phase(Phase::Handoff);
+        self.handoff();
+        let t4 = Instant::now();
+        self.set_phase(Phase::Idle);
+        let m = &self.metrics;
+        let us = |d: Duration| d.as_micros() as u64;
+        m.ingest_us.record(us(t1 - t0));
+        m.step_us.record(us(t2 - t1));
+        m.record_us.record(us(t3 - t2));
+        m.handoff_us.record(us(t4 - t3));
+        m.loop_us.record(us(t4 - t0));
+        m.loop_recent_us.record(
+            u64::from(self.world.tick()),
+            u64::from(self.world.config().tick_rate_hz),
+            us(t4 - t0),
+        );
+        m.ticks_total.fetch_add(1, Relaxed);
+        if self.world.tick() % self.world.config().tick_rate_hz == 0 {
+            let regions: usize = (0..self.world.players().len() as u32)
+                .filter_map(|slot| self.world.view_arena_regions(slot))
+                .sum();
+            let region_bytes = VIEW_ENTITIES_MAX * std::mem::size_of::<ViewEntry>();
+            m.view_arena_bytes.store((regions * region_bytes) as u64, Relaxed);
+        }
+        t4 - t0
+    }
+
+    /// Turns the events received since the last tick into this tick's inputs.
+    fn ingest(&mut self) {
+        let inputs = &mut self.inputs.inputs;
+        inputs.clear();
+        inputs.extend(
+            self.leaving_clients
+                .drain(..)
+                .map(|client| Input::Leave { client }),
+        );
+        for _ in 0..EVENTS_PER_TICK_MAX {
+            let Ok(event) = self.events.try_recv() else {
+                break;
+            };
+            match event {
+                NetEvent::Hello {
+                    client,
+                    name,
+                    terrain_cached,
+                    spectator,
+                    shared,
+                    queue,
+                } => {
+                    inputs.push(match spectator {
+                        false => Input::Join { client, name },
+                        true => Input::Spectate { client, name },
+                    });
+                    self.clients.insert(
+                        client,
+                        TickClient {
+                            state: JoinState::Joining,
+                            terrain_cached,
+                            shared,
+                            queue,
+                            closing: false,
+                            kernel_seq: 0,
+                            pending_steer: None,
+                            pending_camera: None,
+                            pending_cast: false,
+                            pending_ack: None,
+                            overflow_streak: 0,
+                        },
+                    );
+                }
+                NetEvent::Input {
+                    client,
+                    dir_x,
+                    dir_y,
+                    throttle,
+                    cast,
+                } => {
+                    if let Some(c) = self.clients.get_mut(&client) {
+                        c.pending_steer = Some((dir_x, dir_y, throttle));
+                        c.pending_cast |= cast;
+                    }
+                }
+                NetEvent::Camera { client, x_mm, y_mm } => {
+                    if let Some(c) = self.clients.get_mut(&client) {
+                        c.pending_camera = Some((x_mm, y_mm));
+                    }
+                }
+                NetEvent::Ack { client, tick } => {
+                    if let Some(c) = self.clients.get_mut(&client) {
+                        c.pending_ack = Some(c.pending_ack.map_or(tick, |t| t.max(tick)));
+                    }
+                }
+                NetEvent::Gone { client } => {
+                    if let Some(c) = self.clients.remove(&client) {
+                        match c.state {
+                            JoinState::Joined => {
+                                inputs.push(Input::Leave { client });
+                                self.metrics.clients.fetch_sub(1, Relaxed);
+                                self.metrics
+                                    .joined_clients
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .remove(&client);
+                            }
+                            // Joined and gone within one tick: the join never happens.
+                            JoinState::Joining => inputs.retain(|i| {
+                                !matches!(i, Input::Join { client: c2, .. } | Input::Spectate { client: c2, .. } if *c2 == client)
+                            }),
+                            JoinState::Rejected => {}
+                        }
+                    }
+                }
+            }
+        }
+        for (&client, c) in self.clients.iter_mut() {
+            if c.state == JoinState::Rejected {
+                continue;
+            }
+            // Steering and casting share the kernel's per-client sequence, and the kernel
+            // applies all steers of a tick before its casts: coalescing to one steer and one
+            // cast a tick keeps every cast from being stale.
+            if let Some((dir_x, dir_y, throttle)) = c.pending_steer.take() {
+                c.kernel_seq = c.kernel_seq.wrapping_add(1);
+                inputs.push(Input::Steer {
+                    client,
+                    seq: c.kernel_seq,
+                    dir_x,
+                    dir_y,
+                    throttle,
+                });
+            }
+            if let Some((x_mm, y_mm)) = c.pending_camera.take() {
+                c.kernel_seq = c.kernel_seq.wrapping_add(1);
+                inputs.push(Input::Camera {
+                    client,
+                    seq: c.kernel_seq,
+                    x_mm,
+                    y_mm,
+                });
+            }
+            if std::mem::take(&mut c.pending_cast) {
+                c.kernel_seq = c.kernel_seq.wrapping_add(1);
+                inputs.push(Input::Cast {
+                    client,
+                    seq: c.kernel_seq,
+                });
+            }
+            if let Some(tick) = c.pending_ack.take() {
+                inputs.push(Input::Ack { client, tick });
+            }
+        }
+    }
+
+    fn record(&mut self) {
+        let Some(rec) = self.recorder.as_mut() else {
+            return;
+        };
+        // The live world goes on when the writer fails; it has logged and counted why.
+        if let Err(e) = rec.record(&self.inputs, &self.world) {
+            self.recording_error = Some(e);
+        }
+    }
+
+    /// WELCOMEs for this tick's joins, closes for refused ones, then every snapshot.
+    fn handoff(&mut self) {
+        let out = self.world.output();
+        let m = &self.metrics;
+        let r = &out.rejected;
+        for (a, v) in [
+            (&m.rejected_unknown_client_total, r.unknown_client),
+            (&m.rejected_duplicate_join_total, r.duplicate_join),
+            (&m.rejected_slots_full_total, r.slots_full),
+            (&m.rejected_name_invalid_total, r.name_invalid),
+            (&m.rejected_out_of_range_total, r.out_of_range),
+            (&m.rejected_stale_seq_total, r.stale_seq),
+            (&m.rejected_ack_from_future_total, r.ack_from_future),
+            (&m.rejected_wrong_role_total, r.wrong_role),
+        ] {
+            if v > 0 {
+                a.fetch_add(v as u64, Relaxed);
+            }
+        }
+        for j in &out.joined {
+            let Some(c) = self.clients.get_mut(&j.client) else {
+                continue;
+            };
+            c.state = JoinState::Joined;
+            m.clients.fetch_add(1, Relaxed);
+            m.joined_clients
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(j.client);
+            let w = Welcome {
+                protocol_version: protocol::PROTOCOL_VERSION,
+                client_id: j.client,
+                avatar_id: j.avatar_id,
+                slot: j.slot,
+                join_tick: out.tick,
+                tick_rate_hz: self.welcome.tick_rate_hz,
+                snapshot_interval_ticks: self.welcome.snapshot_interval_ticks,
+                world_size_mm: self.welcome.world_size_mm,
+                terrain: if c.terrain_cached {
+                    self.welcome.terrain.cached()
+                } else {
+                    self.welcome.terrain
+                },
+                world: self.welcome.world.clone(),
+            };
+            let message = Bytes::from(protocol::encode_welcome(&w));
+            let welcome = Outbound::Welcome {
+                message,
+                terrain_cached: c.terrain_cached,
+            };
+            // Nothing is queued before the WELCOME, so it always fits an open queue.
+            if c.queue.try_send(welcome).is_err() {
+                c.closing = true;
+            }
+        }
+        let slots = self.world.config().client_slots_max;
+        for (&client, c) in self.clients.iter_mut() {
+            if c.state == JoinState::Joining {
+                c.state = JoinState::Rejected;
+                c.closing = true;
+                m.joins_rejected_total.fetch_add(1, Relaxed);
+                let reason = if r.slots_full > 0 {
+                    format!("world full: all {slots} client slots are taken")
+                } else {
+                    "join refused by the world".to_string()
+                };
+                tracing::info!(client, %reason, "join refused");
+                c.shared.request_close(close_code::TRY_AGAIN_LATER, reason);
+            }
+        }
+        let bp = &self.settings.backpressure;
+        // PONG reports the published tick: it must not be behind the snapshots queued now.
+        debug_assert!(
+            m.current_tick.load(Relaxed) >= out.tick,
+            "tick {} handed off before it was published",
+            out.tick
+        );
+        for f in out.snapshots() {
+            let Some(c) = self.clients.get_mut(&f.client) else {
+                continue;
+            };
+            if c.state != JoinState::Joined || c.closing || c.shared.terrain_pending.load(Relaxed) {
+                continue;
+            }
+            let message = Bytes::from(protocol::encode_snapshot(f.bytes));
+            match c.queue.try_send(Outbound::Snapshot { message }) {
+                Ok(()) => {
+                    let depth = c.queue.max_capacity() - c.queue.capacity();
+                    c.shared.queue_depth_hwm.fetch_max(depth, Relaxed);
+                }
+                Err(TrySendError::Full(_)) => {
+                    let s = &c.shared;
+                    s.state_updates_dropped.fetch_add(1, Relaxed);
+                    s.overflow_events.fetch_add(1, Relaxed);
+                    m.state_updates_dropped_total.fetch_add(1, Relaxed);
+                    m.overflow_events_total.fetch_add(1, Relaxed);
+                    c.overflow_streak = if s.sent_since_overflow.swap(false, Relaxed) {
+                        1
+                    } else {
+                        c.overflow_streak + 1
+                    };
+                    let streak = c.overflow_streak;
+                    if bp.log_overflow_at_warn {
+                        tracing::warn!(
+                            client = f.client,
+                            tick = out.tick,
+                            streak,
+                            "send queue full: snapshot dropped"
+                        );
+                    } else {
+                        tracing::debug!(
+                            client = f.client,
+                            tick = out.tick,
+                            streak,
+                            "send queue full: snapshot dropped"
+                        );
+                    }
+                    if streak >= bp.grace_overflow_events {
+                        c.closing = true;
+                        m.evictions_total.fetch_add(1, Relaxed);
+                        c.shared.request_close(
+                            bp.eviction_close_code,
+                            format!("too slow: {streak} snapshots in a row did not fit the send queue"),
+                        );
+                    }
+                }
+                Err(TrySendError::Closed(_)) => c.closing = true,
+            }
+        }
+    }
+
+    fn finish(mut self, ran: u64) -> TickReport {
+        self.set_phase(Phase::Idle);
+        let mut path = None;
+        if let Some(mut rec) = self.recorder.take() {
+            // The final checkpoint lets the next session of this world resume from the
+            // last tick without stepping.
+            match rec.finish(&self.world) {
+                Ok(()) => {
+                    tracing::info!(path = %rec.path.display(), tick = self.world.tick(), "recording finished")
+                }
+                Err(e) => self.recording_error = Some(e),
+            }
+            path = Some(rec.path.clone());
+        }
+        TickReport {
+            ticks: ran,
+            final_tick: self.world.tick(),
+            final_root: self.world.state_root(),
+            recording: path,
+            recording_error: self.recording_error,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn late_ticks_catch_up_a_bounded_number_then_skip() {
+        let dt = 16_666_666;
+        let ms = Duration::from_millis;
+        assert_eq!(catch_up(ms(3), dt, 4), (false, 0));
+        assert_eq!(catch_up(ms(20), dt, 4), (true, 0));
+        // 5 ticks behind with a cap of 4: one deadline is dropped.
+        assert_eq!(catch_up(ms(84), dt, 4), (true, 1));
+        assert_eq!(catch_up(Duration::from_secs(1), dt, 4), (true, 56));
+        assert_eq!(catch_up(Duration::from_secs(1), dt, 0), (true, 60));
+    }
+
+    #[test]
+    fn close_requests_keep_the_first() {
+        let s = ClientShared::new(7);
+        assert_eq!(s.close_request(), None);
+        s.request_close(1013, "slow");
+        s.request_close(1001, "shutdown");
+        assert_eq!(
+            s.close_request(),
+            Some(CloseRequest {
+                code: 1013,
+                reason: "slow".into()
+            })
+        );
+    }
+}

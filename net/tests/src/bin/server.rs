@@ -1,0 +1,5 @@
+//! `migratory-server` as the tests run it: the program's own entry point.
+
+fn main() -> std::process::ExitCode {
+    migratory_server::cli::main()
+}

@@ -1,0 +1,388 @@
+//! The reader thread of `migratory-server view`: it owns the recording (the reader is not
+//! `Send`) and a cursor world, and answers the page's questions about one tick: every
+//! entity (`/replay/state`), one entity with its recent track (`/replay/entity`), and one
+//! client's view as its snapshots gave it (`/replay/client`).
+//!
+//! A request for a later tick within a checkpoint interval steps the cursor forward;
+//! anything else restores the nearest checkpoint at or before the tick and steps from
+//! there, so any answer costs at most one checkpoint interval of steps.
+
+use std::sync::mpsc;
+
+use migratory_kernel::{decode_snapshot_header, World};
+use migratory_replay::tools::entity_report;
+use migratory_replay::Recording;
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+use super::error::QuestionError;
+
+/// `/replay/state`'s layout (the table in the parent module's doc): a header, then one
+/// record per entity. The page's `layout.js` is generated from these.
+pub mod state_layout {
+    /// u32: the tick shown.
+    pub const TICK: usize = 0;
+    /// u32: how many entity records follow.
+    pub const COUNT: usize = 4;
+    pub const HEADER_BYTES: usize = 8;
+    /// Offsets inside one entity record: id u32, x_mm i32, y_mm i32, vx i16, vy i16.
+    pub const ID: usize = 0;
+    pub const X_MM: usize = 4;
+    pub const Y_MM: usize = 8;
+    pub const VX: usize = 12;
+    pub const VY: usize = 14;
+    pub const ENTITY_BYTES: usize = 16;
+    const _: () = assert!(TICK + 4 == COUNT && COUNT + 4 == HEADER_BYTES);
+    const _: () = assert!(ID + 4 == X_MM && X_MM + 4 == Y_MM && Y_MM + 4 == VX);
+    const _: () = assert!(VX + 2 == VY && VY + 2 == ENTITY_BYTES);
+}
+
+/// Bytes of one entity record in `/replay/state`.
+pub const REPLAY_ENTITY_BYTES: usize = state_layout::ENTITY_BYTES;
+/// How far back an entity's track reaches, in seconds.
+pub const TRACK_SECONDS: u32 = 3;
+
+/// What the page asks the reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Question {
+    /// Every entity at a tick (the binary layout in the parent module's doc).
+    State { tick: u32 },
+    /// One entity's fields at a tick (as `migratory-replay inspect --entity` prints them)
+    /// and its positions over the `TRACK_SECONDS` before.
+    Entity { tick: u32, id: u32 },
+    /// What client `client` held at a tick: the view its newest snapshot at or before the
+    /// tick gave it, with that snapshot's header and the client's ack.
+    Client { tick: u32, client: u32 },
+}
+
+/// The reader's answer: bytes or JSON, or why not.
+#[derive(Debug)]
+pub enum Answer {
+    Bytes(Vec<u8>),
+    Json(Value),
+}
+
+pub type Request = (Question, oneshot::Sender<Result<Answer, QuestionError>>);
+
+/// The recording and the world at the cursor.
+struct Cursor {
+    rec: Recording,
+    world: World,
+    checkpoint_interval_ticks: u32,
+    /// The client whose snapshots the cursor keeps while it steps (the page asks about one
+    /// client at a time, tick after tick).
+    watch: Option<Watch>,
+    /// The entity whose positions the cursor keeps while it steps (the inspector's track).
+    track: Option<Track>,
+}
+
+/// The recent positions of one entity seen while stepping.
+struct Track {
+    id: u32,
+    /// Every step after this tick was seen (a restore starts the track over).
+    seen_after_tick: u32,
+    /// `[tick, x_mm, y_mm]`, oldest first, at most `TRACK_SECONDS` of them.
+    points: std::collections::VecDeque<[i64; 3]>,
+    span_ticks: u32,
+}
+
+impl Track {
+    /// Starts following `id` from `world` on.
+    fn new(id: u32, span_ticks: u32, world: &World) -> Track {
+        let mut t = Track {
+            id,
+            seen_after_tick: 0,
+            points: Default::default(),
+            span_ticks,
+        };
+        t.restart(world);
+        t
+    }
+
+    /// The cursor jumped to `world` (a restore): nothing before it was seen.
+    fn restart(&mut self, world: &World) {
+        self.seen_after_tick = world.tick();
+        self.points.clear();
+        self.observe(world);
+    }
+
+    fn observe(&mut self, world: &World) {
+        if let Some((x, y)) = position_of(world, self.id) {
+            self.points.push_back([world.tick().into(), x.into(), y.into()]);
+        }
+        let oldest = i64::from(world.tick()) - i64::from(self.span_ticks);
+        while self.points.front().is_some_and(|p| p[0] < oldest) {
+            self.points.pop_front();
+        }
+    }
+}
+
+/// The newest snapshot of one client seen while stepping.
+struct Watch {
+    client: u32,
+    /// Every step after this tick was seen (a restore starts the watch over).
+    seen_after_tick: u32,
+    /// (tick, bytes) of the newest snapshot seen.
+    last: Option<(u32, Vec<u8>)>,
+}
+
+impl Watch {
+    /// Starts watching `client` from `world` on.
+    fn new(client: u32, world: &World) -> Watch {
+        let mut w = Watch {
+            client,
+            seen_after_tick: 0,
+            last: None,
+        };
+        w.restart(world);
+        w
+    }
+
+    /// The cursor jumped to `world` (a restore): nothing before it was seen.
+    fn restart(&mut self, world: &World) {
+        self.seen_after_tick = world.tick();
+        self.last = None;
+    }
+
+    fn observe(&mut self, world: &World) {
+        if let Some(s) = world.output().snapshots().find(|s| s.client == self.client) {
+            self.last = Some((world.tick(), s.bytes.to_vec()));
+        }
+    }
+}
+
+impl Cursor {
+    /// Moves the world to `tick` (inside the recording).
+    fn goto(&mut self, tick: u32) -> Result<(), QuestionError> {
+        self.check(tick)?;
+        let now = self.world.tick();
+        if tick < now || tick - now > self.checkpoint_interval_ticks {
+            self.world = self.rec.world_at(tick, 1)?;
+            if let Some(w) = &mut self.watch {
+                w.restart(&self.world);
+            }
+            if let Some(t) = &mut self.track {
+                t.restart(&self.world);
+            }
+        }
+        self.step_to(tick)
+    }
+
+    /// Steps the world up to `tick`, keeping what the watch and the track follow.
+    fn step_to(&mut self, tick: u32) -> Result<(), QuestionError> {
+        if self.world.tick() >= tick {
+            return Ok(());
+        }
+        for t in self.rec.ticks_from(self.world.tick() + 1) {
+            let t = t?;
+            self.world.step(&t.inputs);
+            if let Some(w) = &mut self.watch {
+                w.observe(&self.world);
+            }
+            if let Some(track) = &mut self.track {
+                track.observe(&self.world);
+            }
+            if self.world.tick() >= tick {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn answer(&mut self, q: Question) -> Result<Answer, QuestionError> {
+        match q {
+            Question::State { tick } => {
+                self.goto(tick)?;
+                Ok(Answer::Bytes(encode_state(&self.world)))
+            }
+            Question::Entity { tick, id } => self.entity(tick, id),
+            Question::Client { tick, client } => self.client_view(tick, client),
+        }
+    }
+
+    /// Entity `id` at `tick` with its track over the `TRACK_SECONDS` before. Like the client
+    /// watch, the cursor keeps the picked entity's positions while it steps, so following
+    /// it through a playing recording only steps forward.
+    fn entity(&mut self, tick: u32, id: u32) -> Result<Answer, QuestionError> {
+        self.check(tick)?;
+        let span_ticks = TRACK_SECONDS * self.rec.meta.config.tick_rate_hz;
+        let from = tick.saturating_sub(span_ticks).max(self.rec.meta.start_tick);
+        let covered = self
+            .track
+            .as_ref()
+            .is_some_and(|t| t.id == id && t.seen_after_tick <= from);
+        self.follow_to(
+            from,
+            tick,
+            covered,
+            |c| &mut c.track,
+            |w| Track::new(id, span_ticks, w),
+        )?;
+        let entity = entity_report(&self.world, id).ok_or(QuestionError::NoEntity { id, tick })?;
+        let track: Vec<[i64; 3]> = self.track.as_ref().map_or_else(Vec::new, |t| {
+            t.points
+                .iter()
+                .filter(|p| p[0] >= i64::from(from))
+                .copied()
+                .collect()
+        });
+        Ok(Answer::Json(
+            json!({ "tick": tick, "entity": entity, "track": track }),
+        ))
+    }
+
+    /// Steps to `tick` with a follower (the watch or the track, in the field `slot` names)
+    /// that has seen every step after `from`. When the current one has not (`covered` is
+    /// false) or the cursor cannot step to `tick`, it is dropped, the cursor lands on
+    /// `from` and `start` makes a new one there; after that the cursor only steps, never
+    /// restores, so the follower sees every tick up to `tick`.
+    fn follow_to<F>(
+        &mut self,
+        from: u32,
+        tick: u32,
+        covered: bool,
+        slot: fn(&mut Cursor) -> &mut Option<F>,
+        start: impl FnOnce(&World) -> F,
+    ) -> Result<(), QuestionError> {
+        if !(covered && self.near(tick)) {
+            *slot(self) = None;
+            self.goto(from)?;
+            *slot(self) = Some(start(&self.world));
+        }
+        self.step_to(tick)
+    }
+
+    /// Whether the cursor can step to `tick` (at or ahead of it, by at most a checkpoint
+    /// interval) rather than restore a checkpoint.
+    fn near(&self, tick: u32) -> bool {
+        let now = self.world.tick();
+        now <= tick && tick - now <= self.checkpoint_interval_ticks
+    }
+
+    /// An error for a tick outside the recording.
+    fn check(&self, tick: u32) -> Result<(), QuestionError> {
+        let (first, last) = (self.rec.meta.start_tick, self.rec.last_tick());
+        if tick < first || tick > last {
+            return Err(QuestionError::TickOutside { tick, first, last });
+        }
+        Ok(())
+    }
+
+    /// The view client `client` held at `tick`: from its newest snapshot in the last
+    /// snapshot interval up to `tick` (a client gets one per interval). The cursor watches
+    /// the client while it steps, so a page following a client tick after tick only steps
+    /// forward; another client, or a tick the watch has not covered, walks that interval.
+    fn client_view(&mut self, tick: u32, client: u32) -> Result<Answer, QuestionError> {
+        self.check(tick)?;
+        let interval = self.rec.meta.config.snapshot_interval_ticks;
+        let from = tick.saturating_sub(interval).max(self.rec.meta.start_tick);
+        let covered = self
+            .watch
+            .as_ref()
+            .is_some_and(|w| w.client == client && w.seen_after_tick <= from);
+        self.follow_to(from, tick, covered, |c| &mut c.watch, |w| Watch::new(client, w))?;
+        let Some(slot) = self.world.slot_of(client) else {
+            return Err(QuestionError::ClientAbsent { client, tick });
+        };
+        let last = self.watch.as_ref().and_then(|w| w.last.as_ref());
+        let Some((sent, bytes)) = last.filter(|(t, _)| *t > tick.saturating_sub(interval)) else {
+            return Err(QuestionError::NoSnapshot { client, tick });
+        };
+        let (sent, bytes) = (*sent, bytes.clone());
+        let w = &self.world;
+        let header = decode_snapshot_header(&bytes).map_err(|source| QuestionError::Snapshot {
+            client,
+            tick: sent,
+            source,
+        })?;
+        let view: Vec<[i64; 6]> = w
+            .client_view(client, sent)
+            .unwrap_or(&[])
+            .iter()
+            .map(|e| {
+                [
+                    e.id.into(),
+                    e.qx.into(),
+                    e.qy.into(),
+                    e.qvx.into(),
+                    e.qvy.into(),
+                    e.kind.into(),
+                ]
+            })
+            .collect();
+        let p = w.players()[slot as usize];
+        Ok(Answer::Json(json!({
+            "tick": tick,
+            "client": client,
+            "name": p.name(),
+            "spectator": p.spectator,
+            "avatar_id": header.avatar_id,
+            "centre": [p.x_mm, p.y_mm],
+            "snapshot_tick": sent,
+            "baseline_tick": header.baseline_tick,
+            "snapshot_bytes": bytes.len(),
+            "acked_tick": (p.acked_tick != u32::MAX).then_some(p.acked_tick),
+            "view": view,
+        })))
+    }
+}
+
+/// Where entity `id` is in `world`, if it exists.
+fn position_of(world: &World, id: u32) -> Option<(i32, i32)> {
+    let boid_count = world.config().boid_count;
+    if id < boid_count {
+        return world.boid(id).map(|b| (b.x_mm, b.y_mm));
+    }
+    let p = world.players().get((id - boid_count) as usize)?;
+    (p.active && !p.spectator).then_some((p.x_mm, p.y_mm))
+}
+
+/// Every entity of `world` in the `/replay/state` layout.
+fn encode_state(world: &World) -> Vec<u8> {
+    let boids = world.boids();
+    let avatars: Vec<_> = world
+        .players()
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.active && !p.spectator)
+        .collect();
+    use state_layout as at;
+    let n = boids.len() + avatars.len();
+    let mut out = vec![0u8; at::HEADER_BYTES + n * at::ENTITY_BYTES];
+    out[at::TICK..at::TICK + 4].copy_from_slice(&world.tick().to_le_bytes());
+    out[at::COUNT..at::COUNT + 4].copy_from_slice(&(n as u32).to_le_bytes());
+    let records = out[at::HEADER_BYTES..].chunks_exact_mut(at::ENTITY_BYTES);
+    let boid_records = boids
+        .iter()
+        .enumerate()
+        .map(|(id, b)| (id as u32, b.x_mm, b.y_mm, i32::from(b.vx), i32::from(b.vy)));
+    let avatar_records = avatars
+        .into_iter()
+        .map(|(slot, p)| (world.avatar_id(slot as u32), p.x_mm, p.y_mm, p.vx, p.vy));
+    for (r, (id, x, y, vx, vy)) in records.zip(boid_records.chain(avatar_records)) {
+        r[at::ID..at::ID + 4].copy_from_slice(&id.to_le_bytes());
+        r[at::X_MM..at::X_MM + 4].copy_from_slice(&x.to_le_bytes());
+        r[at::Y_MM..at::Y_MM + 4].copy_from_slice(&y.to_le_bytes());
+        r[at::VX..at::VX + 2].copy_from_slice(&(vx.clamp(-32768, 32767) as i16).to_le_bytes());
+        r[at::VY..at::VY + 2].copy_from_slice(&(vy.clamp(-32768, 32767) as i16).to_le_bytes());
+    }
+    out
+}
+
+/// The reader thread's loop: answers questions until every sender is gone.
+pub fn serve(rec: Recording, world: World, requests: mpsc::Receiver<Request>) {
+    let checkpoint_interval_ticks = rec
+        .checkpoints()
+        .nth(1)
+        .map_or(600, |c| c.first_tick.saturating_sub(rec.meta.start_tick).max(1));
+    let mut cursor = Cursor {
+        rec,
+        world,
+        checkpoint_interval_ticks,
+        watch: None,
+        track: None,
+    };
+    for (question, reply) in requests {
+        let _ = reply.send(cursor.answer(question));
+    }
+}

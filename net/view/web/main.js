@@ -1,0 +1,368 @@
+// The live viewer: join, steer, cast, and draw the world as this client's snapshots show
+// it. Entities are drawn by extrapolation from the values they were last sent with:
+// position + velocity x (now - sent tick), where "now" is the newest snapshot's tick plus
+// the time since it arrived, in ticks. So carried-over entities (section 5 of
+// SNAPSHOT_FORMAT.md) never stand still at a stale position, and motion is smooth at the
+// display's frame rate without a delay buffer.
+//
+// A spectator (HELLO flag "spectate") has no avatar: WASD, the arrows or a drag move a
+// free camera, which is sent as CAMERA whenever it moved, and the server's snapshots
+// follow it.
+
+import { camera, canvas, circle, drawAvatar, drawBackground, drawBoid, flushEntities, toScreen, toWorld } from "./draw.js";
+import { drawReplay, pickAt, startReplay } from "./replay.js";
+import { ClientDecoder, KIND_AVATAR } from "./snapshot.js";
+import { VIEWER_TERRAIN } from "./layout.js";
+import { decodeServer, encodeAck, encodeCamera, encodeHello, encodeInput, encodePing, ZONE_HUNTING_FIELD, ZONE_TOWN } from "./protocol.js";
+
+const CLOSE_REASONS = {
+  1000: "closed normally",
+  1001: "the server is shutting down",
+  1002: "protocol error",
+  1006: "the connection dropped",
+  1008: "refused (policy)",
+  1009: "message too big",
+  1011: "server error",
+  1013: "the server is full or this client was too slow; try again later",
+};
+
+const $ = (id) => document.getElementById(id);
+
+/** Everything the page knows; exposed as window.migratory for tests and the console. */
+const state = {
+  connection: "not connected",
+  closeReason: null,
+  welcome: null,
+  decoder: new ClientDecoder(),
+  latest: null, // {header, view, sentTicks, arrivedMs}
+  snapshotTimes: [],
+  bytesWindow: [],
+  dropped: 0,
+  rttMs: null,
+  drawn: { entities: 0, boids: 0, avatars: 0, terrain: false },
+  own: null, // the own avatar's drawn position {x_mm, y_mm}
+  camera,
+  terrain: null, // {image (canvas), cells, worldSizeMm, hash}
+  lastCastTick: null,
+  spectating: false,
+  drawMs: [], // how long each of the last 600 frames took to draw
+  sentCamera: null, // a spectator's camera as last sent {x_mm, y_mm}: the server's view centre
+};
+window.migratory = state;
+
+let ws = null;
+let seq = 0;
+const keys = new Set();
+let pointer = null; // {x, y} in CSS pixels while held
+let castRequested = false;
+
+function setConnection(s, bad = false) {
+  state.connection = s;
+  $("state").textContent = s;
+  $("state").className = bad ? "bad" : "";
+}
+
+async function loadTerrain() {
+  const resp = await fetch("/viewer/terrain");
+  if (!resp.ok) throw new Error(`terrain: HTTP ${resp.status}`);
+  const buf = new Uint8Array(await resp.arrayBuffer());
+  const dv = new DataView(buf.buffer);
+  const T = VIEWER_TERRAIN;
+  if (String.fromCharCode(...buf.subarray(T.MAGIC, T.MAGIC + 4)) !== "MGVT") throw new Error("terrain: bad magic");
+  const cells = dv.getUint32(T.EDGE, true);
+  const worldSizeMm = dv.getUint32(T.WORLD_SIZE_MM, true);
+  const hash = buf.slice(T.CONTENT_HASH, T.SHADES);
+  const shades = buf.subarray(T.SHADES, T.SHADES + cells * cells);
+  const image = document.createElement("canvas");
+  image.width = image.height = cells;
+  const g = image.getContext("2d");
+  const data = g.createImageData(cells, cells);
+  for (let i = 0; i < cells * cells; i++) {
+    const s = shades[i];
+    let r, gr, b;
+    if (s === 0) [r, gr, b] = [26, 70, 110]; // water
+    else if (s < 120) [r, gr, b] = [60 + s / 3, 110 + s / 2, 60];
+    else if (s < 210) [r, gr, b] = [120 + (s - 120) / 2, 120 + (s - 120) / 4, 80];
+    else [r, gr, b] = [200 + (s - 210), 200 + (s - 210), 200 + (s - 210)];
+    data.data.set([r, gr, b, 255], i * 4);
+  }
+  g.putImageData(data, 0, 0);
+  state.terrain = { image, cells, worldSizeMm, hash };
+}
+
+function connect(name, spectate = false) {
+  state.spectating = spectate;
+  const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
+  setConnection("connecting");
+  ws = new WebSocket(url);
+  ws.binaryType = "arraybuffer";
+  ws.onopen = () => {
+    setConnection("joining");
+    ws.send(encodeHello(name, state.terrain?.hash ?? null, spectate));
+  };
+  ws.onmessage = (ev) => onMessage(new Uint8Array(ev.data));
+  ws.onclose = (ev) => {
+    const words = ev.reason || CLOSE_REASONS[ev.code] || "closed";
+    state.closeReason = { code: ev.code, reason: words };
+    setConnection(`closed (${ev.code}): ${words}`, true);
+  };
+  ws.onerror = () => setConnection("connection error", true);
+}
+
+function onMessage(bytes) {
+  state.bytesWindow.push([performance.now(), bytes.length]);
+  let m;
+  try {
+    m = decodeServer(bytes);
+  } catch (e) {
+    console.warn("unreadable server message", e);
+    return;
+  }
+  if (m.type === "welcome") {
+    state.welcome = m;
+    state.camera.follow = !state.spectating;
+    state.camera.mmPerPx = (m.viewRadiusMm * 2.4) / Math.min(innerWidth, innerHeight);
+    if (state.spectating) {
+      // The server's camera starts at the town's centre.
+      const town = m.zones.find((z) => z.kind === ZONE_TOWN);
+      if (town) [state.camera.x_mm, state.camera.y_mm] = [town.x_mm, town.y_mm];
+      state.sentCamera = { x_mm: state.camera.x_mm, y_mm: state.camera.y_mm };
+    }
+    setConnection(state.spectating ? "spectating" : "playing");
+    $("join").style.display = "none";
+  } else if (m.type === "snapshot") {
+    onSnapshot(m.snapshot);
+  } else if (m.type === "pong") {
+    state.rttMs = performance.now() - m.nonce / 1000;
+  }
+}
+
+function onSnapshot(bytes) {
+  let r;
+  try {
+    r = state.decoder.decode(bytes);
+  } catch (e) {
+    console.warn("snapshot rejected", e.kind ?? e);
+    return;
+  }
+  const prev = state.latest?.header.tick;
+  const interval = state.welcome?.snapshotIntervalTicks ?? 3;
+  if (prev !== undefined && r.header.tick > prev + interval) {
+    state.dropped += Math.round((r.header.tick - prev) / interval) - 1;
+  }
+  if (prev === undefined || r.header.tick > prev) {
+    state.latest = { ...r, arrivedMs: performance.now() };
+  }
+  state.snapshotTimes.push(performance.now());
+  ws.send(encodeAck(r.header.tick));
+}
+
+/** The current tick, fractional: the newest snapshot's tick plus time since it came. */
+function renderTick() {
+  if (!state.latest || !state.welcome) return 0;
+  const elapsed = (performance.now() - state.latest.arrivedMs) / 1000;
+  // At most one snapshot interval ahead, so a stalled connection freezes instead of drifting.
+  const ahead = Math.min(elapsed * state.welcome.tickRateHz, state.welcome.snapshotIntervalTicks * 2);
+  return state.latest.header.tick + ahead;
+}
+
+function positionOf(e, sentTick, tick) {
+  const dt = tick - sentTick;
+  return { x_mm: e.qx * 64 + 32 + e.qvx * 2 * dt, y_mm: e.qy * 64 + 32 + e.qvy * 2 * dt };
+}
+
+function inHuntingField(p) {
+  return (state.welcome?.zones ?? []).some((z) => z.kind === ZONE_HUNTING_FIELD && Math.hypot(p.x_mm - z.x_mm, p.y_mm - z.y_mm) <= z.radius_mm);
+}
+
+function draw() {
+  const started = performance.now();
+  const cam = state.camera;
+  const w = state.welcome;
+  state.drawn.terrain = drawBackground(state.terrain, w?.zones) || state.drawn.terrain;
+  let boids = 0, avatars = 0;
+  if (state.spectating) panWithKeys();
+  if (state.replay) {
+    [boids, avatars] = drawReplay(state);
+  } else if (state.latest && w) {
+    const tick = renderTick();
+    const { view, sentTicks, header } = state.latest;
+    for (let i = 0; i < view.length; i++) {
+      const e = view[i];
+      const p = positionOf(e, sentTicks[i], tick);
+      const [x, y] = toScreen(p.x_mm, p.y_mm);
+      if (e.kind === KIND_AVATAR) {
+        avatars++;
+        const own = e.id === header.avatarId;
+        if (own) {
+          state.own = p;
+          if (cam.follow) { cam.x_mm = p.x_mm; cam.y_mm = p.y_mm; }
+        }
+        drawAvatar(x, y, own);
+      } else {
+        boids++;
+        drawBoid(x, y, e.qvx, e.qvy);
+      }
+    }
+    flushEntities();
+    if (state.sentCamera) circle(state.sentCamera.x_mm, state.sentCamera.y_mm, w.viewRadiusMm, "#ffffff40", null, [2, 6]);
+    if (state.own) {
+      circle(state.own.x_mm, state.own.y_mm, w.viewRadiusMm, "#ffffff40", null, [2, 6]);
+      const ready = castReady();
+      if (inHuntingField(state.own)) circle(state.own.x_mm, state.own.y_mm, w.castRadiusMm, ready ? "#70e090" : "#70e09060");
+    }
+  }
+  state.drawn = { entities: boids + avatars, boids, avatars, terrain: state.drawn.terrain };
+  if (!state.replay) hud();
+  // The cost of the last frames' drawing, for the frame-time benchmark and the console.
+  state.drawMs.push(performance.now() - started);
+  if (state.drawMs.length > 600) state.drawMs.shift();
+  requestAnimationFrame(draw);
+}
+
+function castReady() {
+  const w = state.welcome;
+  if (!w || !state.latest) return false;
+  return state.lastCastTick === null || state.latest.header.tick - state.lastCastTick >= w.castCooldownTicks;
+}
+
+function hud() {
+  const now = performance.now();
+  state.snapshotTimes = state.snapshotTimes.filter((t) => now - t < 1000);
+  state.bytesWindow = state.bytesWindow.filter(([t]) => now - t < 1000);
+  const h = state.latest?.header;
+  $("tick").textContent = h ? h.tick : "-";
+  $("score").textContent = h && !state.spectating ? h.score : "-";
+  $("rtt").textContent = state.rttMs === null ? "-" : `${state.rttMs.toFixed(1)} ms`;
+  $("rate").textContent = `${state.snapshotTimes.length}/s`;
+  $("bytes").textContent = `${state.bytesWindow.reduce((s, [, n]) => s + n, 0)} B/s`;
+  $("inview").textContent = state.latest ? state.latest.view.length : "-";
+  $("dropped").textContent = state.dropped;
+  const w = state.welcome;
+  if (state.spectating) $("cast").textContent = "spectating (no avatar)";
+  else if (!w || !state.own) $("cast").textContent = "-";
+  else if (!inHuntingField(state.own)) $("cast").textContent = "outside a hunting field";
+  else if (castReady()) $("cast").textContent = "ready (space)";
+  else $("cast").textContent = `cooling down ${((w.castCooldownTicks - (state.latest.header.tick - state.lastCastTick)) / w.tickRateHz).toFixed(1)} s`;
+}
+
+/** The direction the keys point, as {dx, dy} in -1..1. */
+function keyDirection() {
+  let dx = 0, dy = 0;
+  if (keys.has("KeyA") || keys.has("ArrowLeft")) dx -= 1;
+  if (keys.has("KeyD") || keys.has("ArrowRight")) dx += 1;
+  if (keys.has("KeyW") || keys.has("ArrowUp")) dy -= 1;
+  if (keys.has("KeyS") || keys.has("ArrowDown")) dy += 1;
+  return { dx, dy };
+}
+
+let lastPanMs = performance.now();
+/** A spectator's keys move the camera at 600 screen pixels a second, inside the world. */
+function panWithKeys() {
+  const now = performance.now();
+  const dt = Math.min(now - lastPanMs, 100) / 1000;
+  lastPanMs = now;
+  const { dx, dy } = keyDirection();
+  const cam = state.camera;
+  cam.x_mm += dx * 600 * dt * cam.mmPerPx;
+  cam.y_mm += dy * 600 * dt * cam.mmPerPx;
+  const size = state.welcome?.worldSizeMm ?? state.terrain?.worldSizeMm;
+  if (size) {
+    cam.x_mm = Math.min(Math.max(cam.x_mm, 0), size - 1);
+    cam.y_mm = Math.min(Math.max(cam.y_mm, 0), size - 1);
+  }
+}
+
+/** 20 times a second: a spectator's camera when it moved a wire cell (64 mm) or more. */
+function sendCamera() {
+  const cam = state.camera, sent = state.sentCamera;
+  if (sent && Math.abs(cam.x_mm - sent.x_mm) < 64 && Math.abs(cam.y_mm - sent.y_mm) < 64) return;
+  seq += 1;
+  state.sentCamera = { x_mm: Math.round(cam.x_mm), y_mm: Math.round(cam.y_mm) };
+  ws.send(encodeCamera(seq, state.sentCamera.x_mm, state.sentCamera.y_mm));
+}
+
+/** 20 times a second: the steering from keys, mouse or touch, and a cast if asked. */
+function sendInput() {
+  if (!ws || ws.readyState !== WebSocket.OPEN || !state.welcome) return;
+  if (state.spectating) return sendCamera();
+  let { dx, dy } = keyDirection();
+  if (pointer && state.own) {
+    const [wx, wy] = toWorld(pointer.x, pointer.y);
+    dx = wx - state.own.x_mm;
+    dy = wy - state.own.y_mm;
+  }
+  const len = Math.hypot(dx, dy);
+  const throttle = len > 0 ? 100 : 0;
+  const scale = len > 0 ? 30000 / len : 0;
+  const cast = castRequested && castReady() && state.own && inHuntingField(state.own);
+  if (cast) state.lastCastTick = state.latest.header.tick;
+  castRequested = false;
+  seq += 1;
+  ws.send(encodeInput(seq, Math.round(dx * scale), Math.round(dy * scale), throttle, cast));
+}
+
+addEventListener("keydown", (e) => {
+  if (e.target instanceof HTMLInputElement) return;
+  keys.add(e.code);
+  if (e.code === "Space") castRequested = true;
+  if (e.code === "KeyF") state.camera.follow = true;
+});
+addEventListener("keyup", (e) => keys.delete(e.code));
+let downAt = null;
+let panFrom = null; // right or middle button: the camera is dragged, and stops following
+canvas.addEventListener("contextmenu", (e) => e.preventDefault());
+canvas.addEventListener("pointerdown", (e) => {
+  // A spectator or a replay has nothing to steer: any button (or a finger) drags the
+  // camera, and in a replay a click picks an entity.
+  if (e.button === 1 || e.button === 2 || state.spectating || state.replay) {
+    panFrom = { x: e.clientX, y: e.clientY };
+    state.camera.follow = false;
+    if (state.replay) downAt = { x: e.clientX, y: e.clientY, t: performance.now() };
+    return;
+  }
+  pointer = { x: e.clientX, y: e.clientY };
+  downAt = { x: e.clientX, y: e.clientY, t: performance.now() };
+});
+canvas.addEventListener("pointermove", (e) => {
+  if (panFrom) {
+    state.camera.x_mm -= (e.clientX - panFrom.x) * state.camera.mmPerPx;
+    state.camera.y_mm -= (e.clientY - panFrom.y) * state.camera.mmPerPx;
+    panFrom = { x: e.clientX, y: e.clientY };
+  } else if (pointer) {
+    pointer = { x: e.clientX, y: e.clientY };
+  }
+});
+addEventListener("pointerup", (e) => {
+  // A short tap or click without moving casts (live) or picks an entity (replay).
+  if (downAt && performance.now() - downAt.t < 250 && Math.hypot(e.clientX - downAt.x, e.clientY - downAt.y) < 6) {
+    if (state.replay) pickAt(state, e.clientX, e.clientY);
+    else castRequested = true;
+  }
+  pointer = null;
+  downAt = null;
+  panFrom = null;
+});
+canvas.addEventListener("wheel", (e) => {
+  e.preventDefault();
+  state.camera.mmPerPx = Math.min(Math.max(state.camera.mmPerPx * Math.exp(e.deltaY * 0.001), 10), 5000);
+}, { passive: false });
+
+$("name").value = `player-${Math.floor(Math.random() * 1000)}`;
+$("joinform").addEventListener("submit", (e) => {
+  e.preventDefault();
+  connect($("name").value.trim() || "player", e.submitter?.id === "spectate");
+});
+
+startReplay(state).catch((e) => console.error(e));
+
+loadTerrain()
+  .then(() => {
+    const t = state.terrain;
+    state.camera.x_mm = state.camera.y_mm = t.worldSizeMm / 2;
+    state.camera.mmPerPx = t.worldSizeMm / Math.min(innerWidth, innerHeight);
+  })
+  .catch((e) => console.error(e));
+setInterval(sendInput, 50);
+setInterval(() => { if (ws?.readyState === WebSocket.OPEN) ws.send(encodePing(performance.now() * 1000)); }, 1000);
+requestAnimationFrame(draw);

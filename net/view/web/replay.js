@@ -1,0 +1,309 @@
+// The replay viewer: `migratory-server view REC` serves the page with /replay/* routes
+// (net/view/src/replay/mod.rs). A timeline with play, pause, step, speeds and
+// seek; markers for joins, leaves, casts and catches; god view or "as client N saw it";
+// a click inspects an entity (its fields as `migratory-replay inspect` prints them, and
+// its track); with --compare, the first divergent tick and the entities that differ.
+
+import { circle, ctx, drawAvatar, drawBoid, flushEntities, toScreen } from "./draw.js";
+import { MARKER, REPLAY_STATE } from "./layout.js";
+import { KIND_AVATAR } from "./snapshot.js";
+
+const $ = (id) => document.getElementById(id);
+
+/** Marker kinds (codes from layout.js, generated from net/view/src/replay/analysis.rs): colour, row, label. */
+const MARKERS = {
+  [MARKER.JOIN]: ["#70e090", 0, "join"],
+  [MARKER.LEAVE]: ["#a0b0b8", 0, "leave"],
+  [MARKER.SPECTATE]: ["#70b0ff", 0, "spectate"],
+  [MARKER.CAST]: ["#f0c060", 1, "cast"],
+  [MARKER.CATCH]: ["#ff9040", 2, "catch"],
+  [MARKER.UNACKED]: ["#ff5050", 3, "not acked"],
+};
+
+let lastFrameMs = performance.now();
+
+async function json(url) {
+  const resp = await fetch(url);
+  if (!resp.ok) throw new Error(`${url}: HTTP ${resp.status} ${await resp.text()}`);
+  return resp.json();
+}
+
+/** Switches the page to replay mode if this server serves a recording. */
+export async function startReplay(state) {
+  // The live server answers 204: no recording here.
+  const resp = await fetch("/replay/info").catch(() => null);
+  if (!resp || resp.status !== 200) return false;
+  const info = await resp.json();
+  const r = {
+    info, tick: info.start_tick, shown: null, entities: [], playing: false, speed: 1, inFlight: false,
+    selected: null, inspected: null, inspectBusy: false,
+    client: null, clientView: null, clientBusy: false,
+    markers: null, markersDrawnFor: null, markersDrawn: 0,
+    divergence: null, highlight: new Set(),
+    /** Where entity `id` is drawn, in CSS pixels (for tests and the console). */
+    screenOf(id) {
+      const e = r.entities.find((e) => e.id === id);
+      return e ? toScreen(e.x_mm, e.y_mm) : null;
+    },
+  };
+  state.replay = r;
+  state.camera.follow = false;
+  state.welcome = { zones: info.zones, viewRadiusMm: info.view_radius_mm, tickRateHz: info.tick_rate_hz };
+  $("join").style.display = "none";
+  $("hud").style.display = "none";
+  const bar = document.createElement("div");
+  bar.id = "replay";
+  bar.innerHTML = `<button id="replay-play">play</button><button id="replay-step">step</button>
+    <select id="replay-speed">${[0.25, 0.5, 1, 2, 4, 8, 16].map((v) => `<option value="${v}"${v === 1 ? " selected" : ""}>${v}x</option>`).join("")}</select>
+    <div id="replay-timeline"><canvas id="replay-markers" height="16"></canvas>
+      <input id="replay-slider" type="range" min="${info.start_tick}" max="${info.last_tick}" value="${info.start_tick}"></div>
+    <span>tick <b id="replay-tick">-</b> / ${info.last_tick}</span>
+    <select id="replay-view"><option value="">god view</option></select>
+    <span id="replay-divergence"></span>`;
+  document.body.appendChild(bar);
+  const side = document.createElement("div");
+  side.id = "inspector";
+  document.body.appendChild(side);
+  $("replay-play").onclick = () => { r.playing = !r.playing; };
+  $("replay-step").onclick = () => { r.playing = false; r.tick = Math.min(Math.floor(r.tick) + 1, info.last_tick); };
+  $("replay-speed").onchange = (e) => { r.speed = Number(e.target.value); };
+  $("replay-slider").oninput = (e) => { r.playing = false; r.tick = Number(e.target.value); };
+  $("replay-view").onchange = (e) => {
+    r.client = e.target.value === "" ? null : Number(e.target.value);
+    r.clientView = null;
+    r.markersDrawnFor = null;
+  };
+  pollMarkers(r);
+  pollDivergence(r);
+  return true;
+}
+
+/** Fetches the markers as the server's scan finds them: only the new ones each time. */
+async function pollMarkers(r) {
+  const all = [];
+  for (;;) {
+    try {
+      const m = await json(`/replay/markers?from=${all.length}`);
+      if (m.from === all.length) for (const row of m.markers) all.push(row);
+      r.markers = { ...m, markers: all };
+      r.markersDrawnFor = null;
+      const select = $("replay-view");
+      for (const c of m.clients) {
+        if (![...select.options].some((o) => o.value === String(c.client))) {
+          const o = document.createElement("option");
+          o.value = String(c.client);
+          o.textContent = `as client ${c.client} (${c.name}${c.spectator ? ", spectator" : ""}) saw it`;
+          select.appendChild(o);
+        }
+      }
+      if (m.complete && all.length === m.total) return;
+    } catch (e) {
+      console.warn("markers", e);
+    }
+    await new Promise((ok) => setTimeout(ok, 1000));
+  }
+}
+
+async function pollDivergence(r) {
+  for (;;) {
+    try {
+      r.divergence = await json("/replay/divergence");
+    } catch (e) {
+      console.warn("divergence", e);
+    }
+    if (r.divergence && r.divergence.status !== "pending") break;
+    await new Promise((ok) => setTimeout(ok, 500));
+  }
+  const d = r.divergence, span = $("replay-divergence");
+  if (!d || d.status === "off") return;
+  if (d.status === "none") span.textContent = `no divergence (${d.against})`;
+  else if (d.status === "error") span.textContent = `compare failed: ${d.error}`;
+  else {
+    r.highlight = new Set(d.entities.map((e) => e.id));
+    span.innerHTML = `<button id="replay-jump">jump to tick ${d.explained_at_tick}</button> diverges at tick ${d.tick} (${d.root.replace("_", " ")} root, ${d.against}): ${r.highlight.size} entities differ`;
+    $("replay-jump").onclick = () => { r.playing = false; r.tick = d.explained_at_tick; };
+  }
+}
+
+/** Draws the recording at the current tick; returns [boids, avatars] drawn. */
+export function drawReplay(state) {
+  const r = state.replay;
+  const now = performance.now();
+  if (r.playing) {
+    r.tick = Math.min(r.tick + (r.speed * r.info.tick_rate_hz * (now - lastFrameMs)) / 1000, r.info.last_tick);
+    if (r.tick >= r.info.last_tick) r.playing = false;
+  }
+  lastFrameMs = now;
+  const tick = Math.floor(r.tick);
+  requestState(r, tick);
+  if (r.client !== null) requestClient(r, tick);
+  if (r.selected !== null) requestEntity(r);
+  let boids = 0, avatars = 0;
+  const cv = r.client !== null ? r.clientView : null;
+  if (cv) {
+    const [cx, cy] = cv.centre;
+    circle(cx, cy, r.info.view_radius_mm, "#ffffff60", null, [2, 6]);
+    const rings = [];
+    for (const [id, qx, qy, qvx, qvy, kind] of cv.view) {
+      const [x, y] = toScreen(qx * 64 + 32, qy * 64 + 32);
+      if (kind === KIND_AVATAR) { avatars++; drawAvatar(x, y, id === cv.avatar_id); } else { boids++; drawBoid(x, y, qvx, qvy); }
+      if (r.highlight.has(id) || id === r.selected) rings.push([x, y, id]);
+    }
+    flushEntities();
+    for (const [x, y, id] of rings) ring(x, y, id === r.selected ? "#40e0ff" : "#ff5050");
+  } else {
+    const rings = [];
+    for (const e of r.entities) {
+      const [x, y] = toScreen(e.x_mm, e.y_mm);
+      if (e.id < r.info.boid_count) { boids++; drawBoid(x, y, e.vx, e.vy); } else { avatars++; drawAvatar(x, y); }
+      if (r.highlight.has(e.id) || e.id === r.selected) rings.push([x, y, e.id]);
+    }
+    flushEntities();
+    for (const [x, y, id] of rings) ring(x, y, id === r.selected ? "#40e0ff" : "#ff5050");
+  }
+  drawTrack(r);
+  drawMarkers(r);
+  inspector(r);
+  $("replay-tick").textContent = r.shown ?? "-";
+  $("replay-slider").value = String(tick);
+  $("replay-play").textContent = r.playing ? "pause" : "play";
+  return [boids, avatars];
+}
+
+function ring(x, y, colour) {
+  ctx.beginPath();
+  ctx.arc(x, y, 9, 0, Math.PI * 2);
+  ctx.strokeStyle = colour;
+  ctx.lineWidth = 2;
+  ctx.stroke();
+}
+
+function drawTrack(r) {
+  const track = r.selected !== null && r.inspected?.entity.id === r.selected ? r.inspected.track : null;
+  if (!track || track.length < 2) return;
+  ctx.beginPath();
+  track.forEach(([, x, y], i) => { const [sx, sy] = toScreen(x, y); if (i) ctx.lineTo(sx, sy); else ctx.moveTo(sx, sy); });
+  ctx.strokeStyle = "#40e0ffb0";
+  ctx.lineWidth = 2;
+  ctx.stroke();
+}
+
+/** Picks the entity drawn nearest to CSS pixel (px, py), within 12 px; elsewhere clears. */
+export function pickAt(state, px, py) {
+  const r = state.replay;
+  const cv = r.client !== null ? r.clientView : null;
+  const points = cv
+    ? cv.view.map(([id, qx, qy]) => [id, ...toScreen(qx * 64 + 32, qy * 64 + 32)])
+    : r.entities.map((e) => [e.id, ...toScreen(e.x_mm, e.y_mm)]);
+  let best = null, bestD = 12;
+  for (const [id, x, y] of points) {
+    const d = Math.hypot(x - px, y - py);
+    if (d < bestD) { best = id; bestD = d; }
+  }
+  r.selected = best;
+  r.inspected = null;
+}
+
+function requestState(r, tick) {
+  if (r.inFlight || tick === r.shown) return;
+  r.inFlight = true;
+  fetch(`/replay/state?tick=${tick}`)
+    .then((resp) => (resp.ok ? resp.arrayBuffer() : Promise.reject(new Error(`HTTP ${resp.status}`))))
+    .then((buf) => {
+      const dv = new DataView(buf);
+      const n = dv.getUint32(REPLAY_STATE.COUNT, true);
+      const entities = new Array(n);
+      for (let i = 0; i < n; i++) {
+        const o = REPLAY_STATE.HEADER_BYTES + REPLAY_STATE.ENTITY_BYTES * i;
+        entities[i] = {
+          id: dv.getUint32(o + REPLAY_STATE.ID, true),
+          x_mm: dv.getInt32(o + REPLAY_STATE.X_MM, true),
+          y_mm: dv.getInt32(o + REPLAY_STATE.Y_MM, true),
+          vx: dv.getInt16(o + REPLAY_STATE.VX, true),
+          vy: dv.getInt16(o + REPLAY_STATE.VY, true),
+        };
+      }
+      r.entities = entities;
+      r.shown = dv.getUint32(REPLAY_STATE.TICK, true);
+    })
+    .catch((e) => console.warn("replay state", e))
+    .finally(() => { r.inFlight = false; });
+}
+
+function requestClient(r, tick) {
+  if (r.clientBusy || (r.clientView?.tick === tick && r.clientView?.client === r.client)) return;
+  r.clientBusy = true;
+  const client = r.client;
+  json(`/replay/client?tick=${tick}&client=${client}`)
+    .then((v) => { if (r.client === client) r.clientView = v; })
+    // Before its first snapshot (or after it left) a client has no view: say so, no error.
+    .catch(() => { if (r.client === client) r.clientView = { tick, client, view: [], missing: true, centre: [0, 0] }; })
+    .finally(() => { r.clientBusy = false; });
+}
+
+function requestEntity(r) {
+  const tick = r.shown;
+  if (r.inspectBusy || tick === null || (r.inspected?.tick === tick && r.inspected?.entity.id === r.selected)) return;
+  r.inspectBusy = true;
+  const id = r.selected;
+  json(`/replay/entity?tick=${tick}&id=${id}`)
+    .then((v) => { if (r.selected === id) r.inspected = v; })
+    .catch(() => { if (r.selected === id) r.inspected = { tick, entity: { id, kind: "gone" }, track: [] }; })
+    .finally(() => { r.inspectBusy = false; });
+}
+
+/** The side panel: the picked entity's fields and differences, and the client's snapshot. */
+function inspector(r) {
+  const rows = [];
+  const cv = r.client !== null ? r.clientView : null;
+  if (cv) {
+    const line = r.markers?.clients.find((c) => c.client === r.client);
+    rows.push(`<h3>as client ${r.client} saw it</h3>`);
+    if (cv.missing) rows.push(`<div>no snapshot at or before this tick</div>`);
+    else {
+      rows.push(`<div>snapshot of tick <b>${cv.snapshot_tick}</b>, ${cv.snapshot_bytes} B, ${cv.view.length} in view</div>`);
+      rows.push(`<div>baseline: ${cv.baseline_tick === null ? "none (full snapshot)" : `tick ${cv.baseline_tick}`}</div>`);
+      rows.push(`<div>acked: ${cv.acked_tick === null ? "nothing yet" : `tick ${cv.acked_tick} (ack lag <b>${cv.snapshot_tick - cv.acked_tick}</b> ticks)`}</div>`);
+    }
+    if (line) rows.push(`<div>not acked: <b>${line.unacked}</b> of ${line.snapshots} snapshots${r.markers.complete ? "" : " so far"}</div>`);
+  }
+  const e = r.inspected?.entity;
+  if (r.selected !== null) {
+    rows.push(`<h3>entity ${r.selected}${r.inspected ? ` at tick ${r.inspected.tick}` : ""}</h3>`);
+    if (e) rows.push(`<table>${Object.entries(e).map(([k, v]) => `<tr><td>${k}</td><td>${v ?? "-"}</td></tr>`).join("")}</table>`);
+    if (r.inspected?.track.length) rows.push(`<div>track: ${r.inspected.track.length} ticks (last ${r.info.track_seconds} s)</div>`);
+    const diffs = (r.divergence?.entities ?? []).filter((d) => d.id === r.selected);
+    if (diffs.length) rows.push(`<h3>differs at tick ${r.divergence.explained_at_tick}</h3><table class="diff"><tr><th>field</th><th>this</th><th>other</th></tr>${diffs.map((d) => `<tr><td>${d.field}</td><td title="${d.a}">${d.a}</td><td title="${d.b}">${d.b}</td></tr>`).join("")}</table>`);
+  }
+  const html = rows.join("");
+  const panel = $("inspector");
+  if (panel.dataset.html !== html) {
+    panel.dataset.html = html;
+    panel.innerHTML = html;
+    panel.style.display = html ? "block" : "none";
+  }
+}
+
+/** The timeline strip: one line per marker, a row per kind; unacked ones only for the
+ * client being viewed. */
+function drawMarkers(r) {
+  const strip = $("replay-markers");
+  const width = $("replay-slider").clientWidth;
+  const key = `${r.markers?.markers.length}/${r.client}/${width}`;
+  if (!r.markers || r.markersDrawnFor === key) return;
+  r.markersDrawnFor = key;
+  strip.width = width;
+  const g = strip.getContext("2d");
+  g.clearRect(0, 0, strip.width, strip.height);
+  const { start_tick: a, last_tick: b } = r.info;
+  let drawn = 0;
+  for (const [tick, kind, client] of r.markers.markers) {
+    if (r.client !== null ? client !== r.client : kind === MARKER.UNACKED) continue;
+    const [colour, row] = MARKERS[kind] ?? ["#fff", 0];
+    const x = Math.round(((tick - a) / Math.max(b - a, 1)) * (width - 1));
+    g.fillStyle = colour;
+    g.fillRect(x, row * 4, 1, 4);
+    drawn++;
+  }
+  r.markersDrawn = drawn;
+}

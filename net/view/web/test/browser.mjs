@@ -1,0 +1,111 @@
+// The live viewer in a real browser: Debian's Chromium driven by playwright-core.
+// Run by net/tests/net/viewer/ as `node browser.mjs URL OUT_DIR`; it prints
+// `close-now` when it wants the server stopped, and exits 0 when every check passed.
+import { launch, pageWithErrors } from "./launch.mjs";
+import { mkdirSync } from "node:fs";
+import { createInterface } from "node:readline";
+
+const [url, out] = process.argv.slice(2);
+mkdirSync(out, { recursive: true });
+const fail = (msg) => { console.error(`FAIL: ${msg}`); process.exit(1); };
+const check = (ok, msg) => { if (!ok) fail(msg); console.log(`ok: ${msg}`); };
+
+const browser = await launch();
+try {
+  const errors = [];
+  const page = await pageWithErrors(browser, errors);
+  await page.goto(url);
+  await page.waitForFunction(() => window.migratory?.drawn.terrain === true, null, { timeout: 10000 });
+  check(true, "the terrain is drawn before joining");
+  await page.screenshot({ path: `${out}/1-before-join.png` });
+
+  await page.fill("#name", "browser");
+  await page.click("#play");
+  await page.waitForFunction(() => window.migratory.connection === "playing", null, { timeout: 10000 });
+  await page.waitForFunction(() => window.migratory.drawn.entities >= 20 && window.migratory.own, null, { timeout: 10000 });
+  const seen = await page.evaluate(() => ({ ...window.migratory.drawn, inView: window.migratory.latest.view.length }));
+  check(seen.entities >= 20 && seen.avatars >= 1, `entities drawn while playing (${JSON.stringify(seen)})`);
+  await page.screenshot({ path: `${out}/2-playing.png` });
+
+  // Steering: hold D (east) and the own avatar moves east.
+  const x0 = await page.evaluate(() => window.migratory.own.x_mm);
+  await page.keyboard.down("KeyD");
+  await page.waitForTimeout(1500);
+  await page.keyboard.up("KeyD");
+  const x1 = await page.evaluate(() => window.migratory.own.x_mm);
+  check(x1 - x0 > 2000, `steering east moves the avatar (${Math.round(x0)} -> ${Math.round(x1)} mm)`);
+  const hud = await page.evaluate(() => ({
+    tick: document.getElementById("tick").textContent,
+    rate: document.getElementById("rate").textContent,
+    rtt: document.getElementById("rtt").textContent,
+  }));
+  check(Number(hud.tick) > 0 && hud.rate !== "0/s" && hud.rtt.endsWith("ms"), `the HUD shows tick, rate and RTT (${JSON.stringify(hud)})`);
+  await page.screenshot({ path: `${out}/3-steered.png` });
+
+  // A right-button drag pans the camera off the avatar.
+  const cam0 = await page.evaluate(() => ({ ...window.migratory.camera }));
+  await page.mouse.move(500, 350);
+  await page.mouse.down({ button: "right" });
+  await page.mouse.move(300, 350, { steps: 5 });
+  await page.mouse.up({ button: "right" });
+  const cam1 = await page.evaluate(() => ({ ...window.migratory.camera }));
+  check(!cam1.follow && cam1.x_mm - cam0.x_mm > 100 * cam0.mmPerPx, `a right-button drag pans (${Math.round(cam0.x_mm)} -> ${Math.round(cam1.x_mm)} mm)`);
+
+  // A spectator: no avatar; holding D moves its camera east, and the server's view follows
+  // (every entity it is sent lies within the view radius of the camera it sent).
+  const eye = await pageWithErrors(browser, errors);
+  await eye.goto(url);
+  await eye.waitForFunction(() => window.migratory?.drawn.terrain === true, null, { timeout: 10000 });
+  await eye.fill("#name", "eye");
+  await eye.click("#spectate");
+  await eye.waitForFunction(() => window.migratory.connection === "spectating" && window.migratory.drawn.entities >= 10, null, { timeout: 10000 });
+  const before = await eye.evaluate(() => ({ cam: { ...window.migratory.sentCamera }, ids: window.migratory.latest.view.map((e) => e.id), own: window.migratory.own }));
+  check(before.own === null && before.ids.length >= 10, `a spectator sees ${before.ids.length} entities and has no avatar`);
+  await eye.screenshot({ path: `${out}/4-spectating.png` });
+  await eye.keyboard.down("KeyD");
+  await eye.waitForTimeout(800);
+  await eye.keyboard.up("KeyD");
+  const inside = () => {
+    const m = window.migratory, c = m.sentCamera, r = m.welcome.viewRadiusMm;
+    return m.latest.view.length > 0 && m.latest.view.every((e) => Math.hypot(e.qx * 64 + 32 - c.x_mm, e.qy * 64 + 32 - c.y_mm) <= r + 64);
+  };
+  await eye.waitForFunction(inside, null, { timeout: 10000 });
+  const after = await eye.evaluate(() => ({ cam: { ...window.migratory.sentCamera }, ids: window.migratory.latest.view.map((e) => e.id) }));
+  const moved = after.cam.x_mm - before.cam.x_mm;
+  const changed = after.ids.filter((id) => !before.ids.includes(id)).length;
+  check(moved > 20000 && changed > 0, `the camera moved east ${Math.round(moved / 1000)} m and the view follows (${changed} new entities, all within the view radius of the camera)`);
+  await eye.screenshot({ path: `${out}/5-spectator-moved.png` });
+
+  // A phone: a touch screen at 390 x 844; holding a finger east of the avatar steers it
+  // east (real touch events through the DevTools protocol), and the page does not scroll.
+  const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 3, isMobile: true, hasTouch: true });
+  const mobile = await phone.newPage();
+  mobile.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  mobile.on("pageerror", (e) => errors.push(String(e)));
+  await mobile.goto(url);
+  await mobile.waitForFunction(() => window.migratory?.drawn.terrain === true, null, { timeout: 10000 });
+  await mobile.fill("#name", "phone");
+  await mobile.tap("#play");
+  await mobile.waitForFunction(() => window.migratory.connection === "playing" && window.migratory.own, null, { timeout: 10000 });
+  const cdp = await phone.newCDPSession(mobile);
+  const at = await mobile.evaluate(() => { const m = window.migratory; return { x: innerWidth / 2 + 120, y: innerHeight / 2, x0: m.own.x_mm }; });
+  const touch = (type, points) => cdp.send("Input.dispatchTouchEvent", { type, touchPoints: points });
+  await touch("touchStart", [{ x: at.x, y: at.y }]);
+  for (let i = 0; i < 15; i++) { await mobile.waitForTimeout(100); await touch("touchMove", [{ x: at.x, y: at.y + (i % 2) }]); }
+  await touch("touchEnd", []);
+  const east = await mobile.evaluate((x0) => window.migratory.own.x_mm - x0, at.x0);
+  const scrolled = await mobile.evaluate(() => scrollX + scrollY);
+  check(east > 2000 && scrolled === 0, `a held finger steers on a phone (${Math.round(east)} mm east, page scroll ${scrolled})`);
+  await mobile.screenshot({ path: `${out}/5b-phone.png` });
+  await phone.close();
+
+  // A close by the server is shown with its reason, in words.
+  console.log("close-now");
+  await page.waitForFunction(() => window.migratory.connection.startsWith("closed"), null, { timeout: 15000 });
+  const state = await page.evaluate(() => document.getElementById("state").textContent);
+  check(state.includes("1001") && /shut/i.test(state), `the close is shown with its reason (${state})`);
+  await page.screenshot({ path: `${out}/6-closed.png` });
+  check(errors.length === 0, `no console errors (${errors.join(" | ")})`);
+} finally {
+  await browser.close();
+}

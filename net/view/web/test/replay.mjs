@@ -1,0 +1,88 @@
+// The replay viewer in a real browser. Run by net/tests/net/viewer/ as
+// `node replay.mjs URL OUT_DIR TICK...`: seeks to each tick and prints the entities it
+// drew from; then, at the last tick, inspects an avatar by clicking it, shows the view of
+// the first client, waits for the markers, and, if the server compares with another
+// recording, jumps to the first divergence. One JSON line per finding, with a "what".
+import { launch, pageWithErrors } from "./launch.mjs";
+import { mkdirSync } from "node:fs";
+
+const [url, out, ...ticks] = process.argv.slice(2);
+mkdirSync(out, { recursive: true });
+const say = (what, v) => console.log(JSON.stringify({ what, ...v }));
+const browser = await launch();
+try {
+  const errors = [];
+  const page = await pageWithErrors(browser, errors);
+  await page.goto(url);
+  await page.waitForFunction(() => window.migratory?.replay && window.migratory.drawn.terrain, null, { timeout: 10000 });
+  const seek = (t) => page.evaluate((t) => {
+    const s = document.getElementById("replay-slider");
+    s.value = String(t);
+    s.dispatchEvent(new Event("input"));
+  }, t);
+  for (const t of ticks.map(Number)) {
+    await seek(t);
+    await page.waitForFunction((t) => window.migratory.replay.shown === t && window.migratory.drawn.entities > 0, t, { timeout: 10000 });
+    const seen = await page.evaluate(() => ({ tick: window.migratory.replay.shown, drawn: window.migratory.drawn.entities, entities: window.migratory.replay.entities }));
+    await page.screenshot({ path: `${out}/replay-tick-${t}.png` });
+    say("state", seen);
+  }
+  const tick = Number(ticks[0]);
+  await seek(tick);
+  await page.waitForFunction((t) => window.migratory.replay.shown === t, tick, { timeout: 10000 });
+
+  // The markers: wait for the scan to finish and the strip to be drawn.
+  await page.waitForFunction(() => window.migratory.replay.markers?.complete && window.migratory.replay.markersDrawn > 0, null, { timeout: 20000 });
+  say("markers", await page.evaluate(() => ({ markers: window.migratory.replay.markers, drawn: window.migratory.replay.markersDrawn })));
+
+  // Click the first avatar: the inspector shows its fields and track.
+  const avatar = await page.evaluate(() => {
+    const r = window.migratory.replay;
+    const e = r.entities.find((e) => e.id >= r.info.boid_count);
+    return e ? { id: e.id, at: r.screenOf(e.id) } : null;
+  });
+  if (!avatar) throw new Error("no avatar to inspect");
+  await page.mouse.click(avatar.at[0], avatar.at[1]);
+  await page.waitForFunction((id) => window.migratory.replay.inspected?.entity.id === id, avatar.id, { timeout: 10000 });
+  const inspected = await page.evaluate(() => window.migratory.replay.inspected);
+  const panel = await page.evaluate(() => document.getElementById("inspector").innerText);
+  await page.screenshot({ path: `${out}/replay-inspector.png` });
+  say("inspected", { picked: avatar.id, inspected, panel });
+
+  // As the first client saw it.
+  const client = await page.evaluate(() => window.migratory.replay.markers.clients[0].client);
+  await page.selectOption("#replay-view", String(client));
+  await page.waitForFunction((c) => window.migratory.replay.clientView?.client === c && !window.migratory.replay.clientView.missing, client, { timeout: 10000 });
+  await page.waitForTimeout(100); // a frame or two, so the drawn count is this view's
+  const cv = await page.evaluate(() => ({ view: window.migratory.replay.clientView, drawn: window.migratory.drawn.entities }));
+  await page.screenshot({ path: `${out}/replay-as-client.png` });
+  say("client", cv);
+  // Three steps forward, still as that client (the server steps its cursor, watching it).
+  for (let k = 1; k <= 3; k++) {
+    await page.click("#replay-step");
+    await page.waitForFunction(([c, t]) => window.migratory.replay.clientView?.client === c && window.migratory.replay.clientView.tick === t, [client, tick + k], { timeout: 10000 });
+  }
+  await page.waitForTimeout(100);
+  say("client-later", await page.evaluate(() => ({ view: window.migratory.replay.clientView, drawn: window.migratory.drawn.entities })));
+  await page.selectOption("#replay-view", "");
+
+  // The first divergence, when the server compares.
+  await page.waitForFunction(() => window.migratory.replay.divergence && window.migratory.replay.divergence.status !== "pending", null, { timeout: 20000 });
+  const d = await page.evaluate(() => window.migratory.replay.divergence);
+  if (d.status === "found") {
+    await page.click("#replay-jump");
+    await page.waitForFunction((t) => window.migratory.replay.shown === t, d.explained_at_tick, { timeout: 10000 });
+    await page.waitForTimeout(100);
+    const highlighted = await page.evaluate(() => {
+      const r = window.migratory.replay;
+      return r.entities.filter((e) => r.highlight.has(e.id)).map((e) => e.id);
+    });
+    await page.screenshot({ path: `${out}/replay-divergence.png` });
+    say("divergence", { divergence: d, shown: await page.evaluate(() => window.migratory.replay.shown), highlighted });
+  } else {
+    say("divergence", { divergence: d });
+  }
+  if (errors.length) { console.error(`console errors: ${errors.join(" | ")}`); process.exit(1); }
+} finally {
+  await browser.close();
+}

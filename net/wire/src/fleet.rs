@@ -1,0 +1,100 @@
+//! What the fleet and a world server agree on: the line a program prints once it is
+//! ready, the server's `/status` answer, and the content a world server started by the
+//! fleet reads with its token. Both sides use these types; neither spells the wire
+//! shapes by hand.
+
+use std::path::PathBuf;
+
+/// What a program prints on stdout once its port is bound, followed by its URL:
+/// `listening on ws://127.0.0.1:7400/ws` (world server) or `listening on
+/// http://127.0.0.1:7500` (fleet). Supervisors and tests wait for it.
+pub const READY_LINE_PREFIX: &str = "listening on ";
+
+/// The ready line for `url`.
+pub fn ready_line(url: &str) -> String {
+    format!("{READY_LINE_PREFIX}{url}")
+}
+
+/// The URL a ready line announces, or None for any other line.
+pub fn parse_ready_line(line: &str) -> Option<&str> {
+    line.trim_end()
+        .strip_prefix(READY_LINE_PREFIX)
+        .filter(|url| !url.is_empty())
+}
+
+/// `GET /status` on a world server: the session at a glance (what the fleet polls for
+/// player counts and reads once a server is ready).
+pub const STATUS_PATH: &str = "/status";
+
+/// The `/status` answer, as JSON.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ServerStatus {
+    /// The newest tick (the start tick until the first tick ran).
+    pub tick: u32,
+    /// Clients joined in the world.
+    pub players: u32,
+    /// Live connection tasks.
+    pub connections: u32,
+    /// The tick the session started from (0, or the resumed tick).
+    pub start_tick: u32,
+    /// This session's recording, if it records.
+    pub recording: Option<PathBuf>,
+    /// The earlier session's recording it resumed from, if any.
+    pub resumed_from: Option<PathBuf>,
+}
+
+/// Environment-free contract between the fleet and its children: the child is started
+/// as `migratory-server serve --fleet-url URL --world-id ID ...` and reads its token as
+/// the first line of stdin.
+pub const CONTENT_PATH_PREFIX: &str = "/internal/worlds/";
+
+/// `GET /internal/worlds/{id}/content`, answered only to that world's live token.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WorldContent {
+    pub world_id: String,
+    /// The server's `[world]` table as JSON (keys left out take their defaults).
+    pub config: serde_json::Value,
+    /// Where the session's recording goes.
+    pub record_dir: PathBuf,
+    /// The previous segment to resume from (None: a fresh world).
+    pub resume_from: Option<PathBuf>,
+}
+
+/// The content URL for a world.
+pub fn content_url(fleet_url: &str, world_id: &str) -> String {
+    format!(
+        "{}{CONTENT_PATH_PREFIX}{world_id}/content",
+        fleet_url.trim_end_matches('/')
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_lines_round_trip_and_nothing_else_parses() {
+        let line = ready_line("ws://127.0.0.1:7400/ws");
+        assert_eq!(parse_ready_line(&line), Some("ws://127.0.0.1:7400/ws"));
+        assert_eq!(
+            parse_ready_line(&format!("{line}\n")),
+            Some("ws://127.0.0.1:7400/ws")
+        );
+        assert_eq!(parse_ready_line("recording to x.mrec"), None);
+        assert_eq!(parse_ready_line(READY_LINE_PREFIX), None);
+    }
+
+    #[test]
+    fn status_reads_what_it_writes() {
+        let s = ServerStatus {
+            tick: 9,
+            players: 2,
+            connections: 3,
+            start_tick: 4,
+            recording: Some("a.mrec".into()),
+            resumed_from: None,
+        };
+        let json = serde_json::to_string(&s).expect("json");
+        assert_eq!(serde_json::from_str::<ServerStatus>(&json).expect("back"), s);
+    }
+}

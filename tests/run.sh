@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace on a machine that has only a Rust toolchain.
+#
+# First it installs what the tests use beyond cargo, when it is missing:
+#   Debian packages (as root, or through sudo):
+#     fonts-dejavu-core  the soak chart's font (the soak smoke test draws a chart)
+#     postgresql         server binaries; the fleet's tests start throwaway clusters
+#     nodejs, npm        the viewer's JavaScript tests
+#     chromium           the only browser the viewer's tests drive (never a downloaded one)
+#   npm packages, into net/view/web/node_modules (pinned by its package-lock.json):
+#     playwright-core, fzstd
+# Then: cargo test --workspace (arguments are passed on, e.g. `-- --nocapture`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== what the tests need beyond cargo"
+PACKAGES=()
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || PACKAGES+=(fonts-dejavu-core)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || PACKAGES+=(postgresql)
+command -v node >/dev/null || PACKAGES+=(nodejs)
+command -v npm >/dev/null || PACKAGES+=(npm)
+[ -x /usr/bin/chromium ] || PACKAGES+=(chromium)
+if [ ${#PACKAGES[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${PACKAGES[*]}"
+  if [ "$(id -u)" -eq 0 ]; then
+    SUDO=()
+  elif command -v sudo >/dev/null; then
+    SUDO=(sudo)
+  else
+    echo "error: the tests need the Debian packages ${PACKAGES[*]}; install them as root (apt-get install ${PACKAGES[*]}) or give this user sudo" >&2
+    exit 2
+  fi
+  "${SUDO[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq "${PACKAGES[@]}"
+else
+  echo "Debian packages: all there"
+fi
+WEB=net/view/web
+if [ -d "$WEB/node_modules/playwright-core" ] && [ -d "$WEB/node_modules/fzstd" ]; then
+  echo "npm packages: all there"
+else
+  echo "installing npm packages in $WEB: playwright-core, fzstd (npm ci)"
+  npm ci --no-audit --no-fund --prefix "$WEB"
+fi
+echo "postgresql: $(ls -d /usr/lib/postgresql/*/bin | head -1)"
+echo "node: $(node --version)"
+echo "chromium: $(/usr/bin/chromium --version)"
+
+echo "== cargo test --workspace"
+exec cargo test --workspace "$@"
