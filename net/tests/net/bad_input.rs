@@ -186,3 +186,25 @@ async fn a_client_that_never_says_hello_is_timed_out_with_1008() {
     assert_eq!(server.metrics().handshake_timeouts_total.load(Relaxed), 1);
     finish(server, witness).await;
 }
+
+/// A name that would not show as itself (PROTOCOL.md, HELLO) closes with 1008, naming the
+/// rule; the same name without the hidden character joins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_with_hidden_or_line_breaking_characters_close_with_1008() {
+    let (server, witness) = server_and_witness().await;
+    for bad in [
+        "zero\u{200B}width",
+        "line\u{2028}break",
+        "\u{202E}desrever",
+        "nel\u{0085}",
+    ] {
+        let hello = protocol::encode_hello(PROTOCOL_VERSION, bad, None);
+        let (code, reason) = close_after(&server, false, hello).await;
+        assert_eq!(code, 1008, "{bad:?}: {reason}");
+        assert!(reason.contains("name"), "{bad:?}: {reason}");
+    }
+    let (ws, welcome) = common::join(&server.ws_url(), "zerowidth").await;
+    assert!(welcome.client_id > 0);
+    drop(ws);
+    finish(server, witness).await;
+}

@@ -9,12 +9,14 @@
 use thiserror::Error;
 
 mod client;
+mod name;
 mod server;
 
 pub use client::{
     decode_server, encode_ack, encode_camera, encode_hello, encode_hello_spectating, encode_input,
     encode_ping, ServerMessage, ServerMessageError,
 };
+pub use name::name_is_acceptable;
 pub use server::{decode_client, encode_pong, encode_snapshot, encode_welcome};
 
 use crate::terrain_wire::TerrainDescriptor;
@@ -199,7 +201,9 @@ pub enum ProtocolError {
     ReservedFlags { kind: &'static str, flags: u8 },
     #[error("HELLO name is not UTF-8")]
     NameNotUtf8,
-    #[error("HELLO name is invalid (1..={NAME_BYTES_MAX} bytes, no control characters)")]
+    #[error(
+        "HELLO name is invalid (1..={NAME_BYTES_MAX} bytes; no control, separator or format characters)"
+    )]
     NameInvalid,
 }
 

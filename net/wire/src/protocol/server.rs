@@ -46,7 +46,7 @@ pub fn decode_client(msg: &[u8]) -> Result<ClientMessage<'_>, ProtocolError> {
             let name_end = HELLO_HEADER_BYTES + n;
             let name = std::str::from_utf8(&msg[HELLO_HEADER_BYTES..name_end])
                 .map_err(|_| ProtocolError::NameNotUtf8)?;
-            if !migratory_kernel::name_is_valid(name) {
+            if !super::name_is_acceptable(name) {
                 return Err(ProtocolError::NameInvalid);
             }
             let cached_terrain = cached.then(|| {
