@@ -231,7 +231,8 @@ pub(crate) fn stalls(index: u32, stall_percent: u32) -> bool {
     index.wrapping_mul(53) % 100 < stall_percent
 }
 
-/// One bot's whole life: connect at `connect_at`, join, play until `end`.
+/// One bot's whole life: connect at `connect_at`, join, play until `end`, in one session
+/// or (with `options.session`) several, each naming in HELLO the terrain it already has.
 async fn bot(
     index: u32,
     options: &BotOptions,
@@ -241,180 +242,249 @@ async fn bot(
     live: Arc<BotLive>,
     sink: RttSink,
 ) -> BotStats {
-    let mut stats = BotStats {
+    let stats = BotStats {
         stalled: stalls(index, options.stall_percent),
         role: options.hello.then(|| Role::of(index, &options.mix)),
         ..BotStats::default()
     };
     tokio::time::sleep_until(connect_at).await;
-    let name = format!("bot{index}");
-    // The terrain of the first WELCOME: named in the HELLO of every later session.
-    let mut cached_terrain: Option<[u8; 32]> = None;
-    let mut first_session = true;
-    'sessions: loop {
+    let mut bot = Bot {
+        index,
+        options,
+        start,
+        live,
+        sink,
+        stats,
+        cached_terrain: None,
+        first_session: true,
+    };
+    loop {
         let session_end = match options.session {
-            Some(d) if !stats.stalled => (Instant::now() + d).min(end),
+            Some(d) if !bot.stats.stalled => (Instant::now() + d).min(end),
             _ => end,
         };
-        let connect = connect(&options.url, stats.stalled);
-        let mut ws = match tokio::time::timeout(Duration::from_secs(10), connect).await {
-            Ok(Ok(ws)) => ws,
-            _ => {
-                stats.connect_failed = true;
-                break 'sessions;
-            }
+        let Some(ws) = bot.open().await else {
+            bot.stats.connect_failed = true;
+            break;
         };
-        let hello =
-            Message::Binary(protocol::encode_hello(PROTOCOL_VERSION, &name, cached_terrain.as_ref()).into());
-        if options.hello && ws.send(hello).await.is_err() {
-            stats.connect_failed = true;
-            break 'sessions;
+        let ended_by_session = bot.play(ws, session_end).await && session_end < end;
+        if !ended_by_session {
+            break;
         }
-        if !first_session {
-            stats.reconnects += 1;
+        bot.first_session = false;
+    }
+    bot.live.gone.store(true, Relaxed);
+    bot.stats
+}
+
+type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A bot across its sessions.
+struct Bot<'a> {
+    index: u32,
+    options: &'a BotOptions,
+    start: Instant,
+    live: Arc<BotLive>,
+    sink: RttSink,
+    stats: BotStats,
+    /// The terrain of the first WELCOME: named in the HELLO of every later session.
+    cached_terrain: Option<[u8; 32]>,
+    first_session: bool,
+}
+
+/// One session's state: what WELCOME said, the decoder, where the avatar is.
+struct Session {
+    joined_at: Option<Instant>,
+    interval_ticks: u32,
+    last_tick: Option<u32>,
+    decoder: ClientDecoder,
+    brain: Option<Brain>,
+    avatar_id: u32,
+    position: (i32, i32),
+}
+
+/// Whether a session goes on after a message.
+enum Flow {
+    Continue,
+    Stop,
+}
+
+impl Bot<'_> {
+    /// Connects and sends HELLO (unless the bots only hold connections).
+    async fn open(&mut self) -> Option<Ws> {
+        let connect = connect(&self.options.url, self.stats.stalled);
+        let Ok(Ok(mut ws)) = tokio::time::timeout(Duration::from_secs(10), connect).await else {
+            return None;
+        };
+        let name = format!("bot{}", self.index);
+        let hello = protocol::encode_hello(PROTOCOL_VERSION, &name, self.cached_terrain.as_ref());
+        if self.options.hello && ws.send(Message::Binary(hello.into())).await.is_err() {
+            return None;
         }
-        let mut ping = tokio::time::interval(options.ping_interval);
+        if !self.first_session {
+            self.stats.reconnects += 1;
+        }
+        Some(ws)
+    }
+
+    /// Plays one session until `session_end` (then true) or the connection ends (false).
+    async fn play(&mut self, mut ws: Ws, session_end: Instant) -> bool {
+        let mut ping = tokio::time::interval(self.options.ping_interval);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        let mut joined_at = None;
-        let mut interval_ticks = 1u32;
-        let mut last_tick: Option<u32> = None;
-        let mut decoder = ClientDecoder::new();
-        let mut brain: Option<Brain> = None;
-        let mut avatar_id = u32::MAX;
-        let mut position = (0i32, 0i32);
-        let mut session_over = false;
-        loop {
+        let mut session = Session {
+            joined_at: None,
+            interval_ticks: 1,
+            last_tick: None,
+            decoder: ClientDecoder::new(),
+            brain: None,
+            avatar_id: u32::MAX,
+            position: (0, 0),
+        };
+        let timed_out = loop {
             tokio::select! {
-                _ = tokio::time::sleep_until(session_end) => {
-                    session_over = session_end < end;
-                    break;
-                }
+                _ = tokio::time::sleep_until(session_end) => break true,
                 // A stalled bot stops reading once it has joined and taken the terrain.
-                msg = ws.next(), if !(stats.stalled && last_tick.is_some()) => {
+                msg = ws.next(), if !(self.stats.stalled && session.last_tick.is_some()) => {
                     let data = match msg {
                         Some(Ok(Message::Binary(b))) => b,
                         Some(Ok(Message::Close(f))) => {
-                            stats.close_code = Some(f.map_or(1005, |f| u16::from(f.code)));
-                            break;
+                            self.stats.close_code = Some(f.map_or(1005, |f| u16::from(f.code)));
+                            break false;
                         }
                         Some(Ok(_)) => continue,
-                        Some(Err(_)) | None => break,
+                        Some(Err(_)) | None => break false,
                     };
-                    match protocol::decode_server(&data) {
-                        Ok(ServerMessage::Welcome(w)) => {
-                            cached_terrain = Some(w.terrain.content_hash);
-                            stats.joined = true;
-                            live.joined.store(true, Relaxed);
-                            joined_at = Some(Instant::now());
-                            interval_ticks = u32::from(w.snapshot_interval_ticks).max(1);
-                            avatar_id = w.avatar_id;
-                            brain = Some(Brain::new(index, options.seed, options.mix, w.world_size_mm, &w.world));
-                        }
-                        Ok(ServerMessage::Snapshot { tick, snapshot }) => {
-                            stats.snapshots += 1;
-                            stats.snapshot_bytes += data.len() as u64;
-                            live.snapshots.fetch_add(1, Relaxed);
-                            live.snapshot_bytes.fetch_add(data.len() as u64, Relaxed);
-                            if let Some(last) = last_tick {
-                                let gap = tick.wrapping_sub(last);
-                                if gap > interval_ticks {
-                                    let missed = u64::from(gap / interval_ticks - 1);
-                                    stats.missed_snapshots += missed;
-                                    live.missed_snapshots.fetch_add(missed, Relaxed);
-                                }
-                            }
-                            last_tick = Some(tick);
-                            match decoder.decode(snapshot) {
-                                Ok((_, view)) => {
-                                    if let Some(me) = view.iter().find(|e| e.id == avatar_id) {
-                                        position = (i32::from(me.qx) * 64 + 32, i32::from(me.qy) * 64 + 32);
-                                    }
-                                }
-                                Err(_) => {
-                                    stats.decode_errors += 1;
-                                    live.decode_errors.fetch_add(1, Relaxed);
-                                    continue;
-                                }
-                            }
-                            let now_ms = start.elapsed().as_millis() as u64;
-                            let Some(brain) = brain.as_mut() else { continue };
-                            let input = protocol::encode_input(&brain.steer(position, now_ms));
-                            // Both go out in one write (feed, then send flushes): one TCP
-                            // segment and one wake-up of the server's reader instead of two.
-                            if ws.feed(Message::Binary(input.into())).await.is_err()
-                                || ws.send(Message::Binary(protocol::encode_ack(tick).into())).await.is_err()
-                            {
-                                break;
-                            }
-                        }
-                        Ok(ServerMessage::Pong { nonce, .. }) => {
-                            let now_us = start.elapsed().as_micros() as u64;
-                            let rtt = now_us.saturating_sub(nonce);
-                            stats.rtts_us.push(rtt);
-                            if let Ok(mut s) = sink.lock() {
-                                s.push(rtt.min(u64::from(u32::MAX)) as u32);
-                            }
-                        }
-                        Ok(ServerMessage::Terrain(m)) => {
-                            stats.terrain_bytes += m.len() as u64;
-                            if !first_session {
-                                stats.reconnect_terrain_bytes += m.len() as u64;
-                            }
-                        }
-                        Err(_) => {}
+                    if let Flow::Stop = self.on_message(&mut ws, &mut session, &data).await {
+                        break false;
                     }
                 }
-                _ = ping.tick(), if joined_at.is_some() && !stats.stalled => {
-                    let nonce = start.elapsed().as_micros() as u64;
+                _ = ping.tick(), if session.joined_at.is_some() && !self.stats.stalled => {
+                    let nonce = self.start.elapsed().as_micros() as u64;
                     if ws.send(Message::Binary(protocol::encode_ping(nonce).into())).await.is_err() {
-                        break;
+                        break false;
                     }
                 }
             }
+        };
+        if let Some(t) = session.joined_at {
+            self.stats.joined_seconds += t.elapsed().as_secs_f64();
         }
-        if let Some(t) = joined_at {
-            stats.joined_seconds += t.elapsed().as_secs_f64();
-        }
-        if !stats.stalled {
+        if !self.stats.stalled {
             let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await;
         }
-        if !session_over {
-            break 'sessions;
-        }
-        first_session = false;
+        timed_out
     }
-    live.gone.store(true, Relaxed);
-    stats
+
+    async fn on_message(&mut self, ws: &mut Ws, session: &mut Session, data: &[u8]) -> Flow {
+        match protocol::decode_server(data) {
+            Ok(ServerMessage::Welcome(w)) => {
+                self.cached_terrain = Some(w.terrain.content_hash);
+                self.stats.joined = true;
+                self.live.joined.store(true, Relaxed);
+                session.joined_at = Some(Instant::now());
+                session.interval_ticks = u32::from(w.snapshot_interval_ticks).max(1);
+                session.avatar_id = w.avatar_id;
+                let o = self.options;
+                session.brain = Some(Brain::new(self.index, o.seed, o.mix, w.world_size_mm, &w.world));
+                Flow::Continue
+            }
+            Ok(ServerMessage::Snapshot { tick, snapshot }) => {
+                self.on_snapshot(ws, session, data.len(), tick, snapshot).await
+            }
+            Ok(ServerMessage::Pong { nonce, .. }) => {
+                let rtt = (self.start.elapsed().as_micros() as u64).saturating_sub(nonce);
+                self.stats.rtts_us.push(rtt);
+                if let Ok(mut s) = self.sink.lock() {
+                    s.push(rtt.min(u64::from(u32::MAX)) as u32);
+                }
+                Flow::Continue
+            }
+            Ok(ServerMessage::Terrain(m)) => {
+                self.stats.terrain_bytes += m.len() as u64;
+                if !self.first_session {
+                    self.stats.reconnect_terrain_bytes += m.len() as u64;
+                }
+                Flow::Continue
+            }
+            Err(_) => Flow::Continue,
+        }
+    }
+
+    /// Counts and decodes a snapshot, then answers it with one INPUT and its ACK.
+    async fn on_snapshot(
+        &mut self,
+        ws: &mut Ws,
+        session: &mut Session,
+        bytes: usize,
+        tick: u32,
+        snapshot: &[u8],
+    ) -> Flow {
+        let (stats, live) = (&mut self.stats, &self.live);
+        stats.snapshots += 1;
+        stats.snapshot_bytes += bytes as u64;
+        live.snapshots.fetch_add(1, Relaxed);
+        live.snapshot_bytes.fetch_add(bytes as u64, Relaxed);
+        if let Some(last) = session.last_tick {
+            let gap = tick.wrapping_sub(last);
+            if gap > session.interval_ticks {
+                let missed = u64::from(gap / session.interval_ticks - 1);
+                stats.missed_snapshots += missed;
+                live.missed_snapshots.fetch_add(missed, Relaxed);
+            }
+        }
+        session.last_tick = Some(tick);
+        match session.decoder.decode(snapshot) {
+            Ok((_, view)) => {
+                if let Some(me) = view.iter().find(|e| e.id == session.avatar_id) {
+                    session.position = (i32::from(me.qx) * 64 + 32, i32::from(me.qy) * 64 + 32);
+                }
+            }
+            Err(_) => {
+                stats.decode_errors += 1;
+                live.decode_errors.fetch_add(1, Relaxed);
+                return Flow::Continue;
+            }
+        }
+        let now_ms = self.start.elapsed().as_millis() as u64;
+        let Some(brain) = session.brain.as_mut() else {
+            return Flow::Continue;
+        };
+        let input = protocol::encode_input(&brain.steer(session.position, now_ms));
+        // Both go out in one write (feed, then send flushes): one TCP segment and one
+        // wake-up of the server's reader instead of two.
+        if ws.feed(Message::Binary(input.into())).await.is_err()
+            || ws
+                .send(Message::Binary(protocol::encode_ack(tick).into()))
+                .await
+                .is_err()
+        {
+            return Flow::Stop;
+        }
+        Flow::Continue
+    }
 }
 
 /// Opens the WebSocket. A bot that will stall gets a 4 KiB receive buffer, as a client
 /// whose buffers are already full would have: with the OS default (autotuned, often a few
 /// hundred KiB on loopback) it would take minutes of snapshots before the server noticed.
-async fn connect(
-    url: &str,
-    small_receive_buffer: bool,
-) -> Result<
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
-    String,
-> {
+async fn connect(url: &str, small_receive_buffer: bool) -> Result<Ws, ConnectError> {
     let config = WebSocketConfig::default().read_buffer_size(4096);
     if !small_receive_buffer {
         return tokio_tungstenite::connect_async_with_config(url, Some(config), true)
             .await
             .map(|(ws, _)| ws)
-            .map_err(|e| e.to_string());
+            .map_err(ConnectError::from);
     }
     let addr: std::net::SocketAddr = host_of(url)
         .and_then(|h| h.parse().ok())
-        .ok_or_else(|| format!("{url}: not ws://IP:PORT/..."))?;
+        .ok_or_else(|| ConnectError::Url(url.to_string()))?;
     let socket = if addr.is_ipv4() {
         tokio::net::TcpSocket::new_v4()
     } else {
         tokio::net::TcpSocket::new_v6()
-    }
-    .map_err(|e| e.to_string())?;
-    socket.set_recv_buffer_size(4096).map_err(|e| e.to_string())?;
-    let tcp = socket.connect(addr).await.map_err(|e| e.to_string())?;
+    }?;
+    socket.set_recv_buffer_size(4096)?;
+    let tcp = socket.connect(addr).await?;
     tokio_tungstenite::client_async_with_config(
         url,
         tokio_tungstenite::MaybeTlsStream::Plain(tcp),
@@ -422,7 +492,18 @@ async fn connect(
     )
     .await
     .map(|(ws, _)| ws)
-    .map_err(|e| e.to_string())
+    .map_err(ConnectError::from)
+}
+
+/// Why a bot could not open its WebSocket.
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    #[error("`{0}` is not ws://IP:PORT/...")]
+    Url(String),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    WebSocket(#[from] tokio_tungstenite::tungstenite::Error),
 }
 
 /// `HOST:PORT` from `ws://HOST:PORT/...`.

@@ -67,165 +67,144 @@ struct Line<'a> {
     values: Vec<(f64, f64)>,
 }
 
+fn line(name: &str, color: RGBColor, values: Vec<(f64, f64)>) -> Line<'_> {
+    Line { name, color, values }
+}
+
+/// One panel: its title, the unit of its y axis, its lines.
+struct Panel<'a> {
+    title: &'a str,
+    unit: &'a str,
+    lines: Vec<Line<'a>>,
+}
+
+const RED: RGBColor = RGBColor(200, 30, 30);
+const ORANGE: RGBColor = RGBColor(230, 130, 0);
+const BLUE: RGBColor = RGBColor(30, 90, 200);
+const GREEN: RGBColor = RGBColor(20, 140, 60);
+const GREY: RGBColor = RGBColor(120, 120, 120);
+
 /// Draws the six panels of `series` into a PNG at `path`.
 pub fn draw(path: &Path, series: &[Sample], thresholds: &Thresholds) -> Result<(), ChartError> {
     load_font()?;
     let root = BitMapBackend::new(path, (CHART_WIDTH_PX, CHART_HEIGHT_PX)).into_drawing_area();
     root.fill(&WHITE).map_err(draw_err)?;
-    let panels = root.split_evenly((3, 2));
     let t_max = series.last().map_or(1.0, |s| s.t_s).max(1.0);
+    for (area, panel) in root
+        .split_evenly((3, 2))
+        .iter()
+        .zip(panels(series, thresholds, t_max))
+    {
+        draw_panel(area, panel, t_max)?;
+    }
+    root.present().map_err(draw_err)?;
+    Ok(())
+}
+
+/// What the six panels show: bots, the tick loop, downstream, round trips, RSS, CPU.
+fn panels<'a>(series: &[Sample], thresholds: &Thresholds, t_max: f64) -> [Panel<'a>; 6] {
     let pick = |f: &dyn Fn(&Sample) -> Option<f64>| -> Vec<(f64, f64)> {
         series.iter().filter_map(|s| f(s).map(|v| (s.t_s, v))).collect()
     };
     let flat = |v: f64| vec![(0.0, v), (t_max, v)];
-    let red = RGBColor(200, 30, 30);
-    let orange = RGBColor(230, 130, 0);
-    let blue = RGBColor(30, 90, 200);
-    let green = RGBColor(20, 140, 60);
-    let grey = RGBColor(120, 120, 120);
-    let specs: [(&str, &str, Vec<Line>); 6] = [
-        (
+    let panel = |title, unit, lines| Panel { title, unit, lines };
+    [
+        panel(
             "Joined bots",
             "bots",
             vec![
-                Line {
-                    name: "target",
-                    color: grey,
-                    values: pick(&|s| Some(f64::from(s.target_bots))),
-                },
-                Line {
-                    name: "joined",
-                    color: blue,
-                    values: pick(&|s| Some(f64::from(s.joined_bots))),
-                },
+                line("target", GREY, pick(&|s| Some(f64::from(s.target_bots)))),
+                line("joined", BLUE, pick(&|s| Some(f64::from(s.joined_bots)))),
             ],
         ),
-        (
+        panel(
             "Tick loop (last second)",
             "ms",
             vec![
-                Line {
-                    name: "p50",
-                    color: blue,
-                    values: pick(&|s| s.loop_p50_ms),
-                },
-                Line {
-                    name: "p99",
-                    color: orange,
-                    values: pick(&|s| s.loop_p99_ms),
-                },
-                Line {
-                    name: "p99 target",
-                    color: red,
-                    values: flat(thresholds.loop_p99_ms),
-                },
+                line("p50", BLUE, pick(&|s| s.loop_p50_ms)),
+                line("p99", ORANGE, pick(&|s| s.loop_p99_ms)),
+                line("p99 target", RED, flat(thresholds.loop_p99_ms)),
             ],
         ),
-        (
+        panel(
             "Downstream per bot",
             "B/s",
             vec![
-                Line {
-                    name: "mean",
-                    color: blue,
-                    values: pick(&|s| s.down_mean_bytes_per_s),
-                },
-                Line {
-                    name: "p95",
-                    color: orange,
-                    values: pick(&|s| s.down_p95_bytes_per_s),
-                },
-                Line {
-                    name: "avg target",
-                    color: green,
-                    values: flat(thresholds.avg_downstream_bytes_per_s),
-                },
-                Line {
-                    name: "hard cap",
-                    color: red,
-                    values: flat(thresholds.hard_cap_bytes_per_s),
-                },
+                line("mean", BLUE, pick(&|s| s.down_mean_bytes_per_s)),
+                line("p95", ORANGE, pick(&|s| s.down_p95_bytes_per_s)),
+                line("avg target", GREEN, flat(thresholds.avg_downstream_bytes_per_s)),
+                line("hard cap", RED, flat(thresholds.hard_cap_bytes_per_s)),
             ],
         ),
-        (
+        panel(
             "PING round trip",
             "ms",
             vec![
-                Line {
-                    name: "p50",
-                    color: blue,
-                    values: pick(&|s| s.rtt_p50_ms),
-                },
-                Line {
-                    name: "p99",
-                    color: orange,
-                    values: pick(&|s| s.rtt_p99_ms),
-                },
+                line("p50", BLUE, pick(&|s| s.rtt_p50_ms)),
+                line("p99", ORANGE, pick(&|s| s.rtt_p99_ms)),
             ],
         ),
-        (
+        panel(
             "Server RSS",
             "MiB",
-            vec![Line {
-                name: "rss",
-                color: blue,
-                values: pick(&|s| s.rss_bytes.map(|b| b as f64 / 1_048_576.0)),
-            }],
+            vec![line(
+                "rss",
+                BLUE,
+                pick(&|s| s.rss_bytes.map(|b| b as f64 / 1_048_576.0)),
+            )],
         ),
-        (
+        panel(
             "Server CPU per tick",
             "ms",
             vec![
-                Line {
-                    name: "total",
-                    color: blue,
-                    values: pick(&|s| s.cpu_ms_per_tick),
-                },
-                Line {
-                    name: "system",
-                    color: orange,
-                    values: pick(&|s| s.cpu_system_ms_per_tick),
-                },
+                line("total", BLUE, pick(&|s| s.cpu_ms_per_tick)),
+                line("system", ORANGE, pick(&|s| s.cpu_system_ms_per_tick)),
             ],
         ),
-    ];
-    for (area, (title, unit, lines)) in panels.iter().zip(specs) {
-        let y_max = lines
-            .iter()
-            .flat_map(|l| l.values.iter().map(|&(_, v)| v))
-            .fold(0.0f64, f64::max)
-            .max(1e-3)
-            * 1.1;
-        let mut chart = ChartBuilder::on(area)
-            .caption(title, ("sans-serif", 22))
-            .margin(12)
-            .x_label_area_size(32)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0.0..t_max, 0.0..y_max)
-            .map_err(draw_err)?;
+    ]
+}
+
+/// One panel: axes from 0 to the largest value (plus a tenth), its lines, a legend.
+fn draw_panel(
+    area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+    panel: Panel<'_>,
+    t_max: f64,
+) -> Result<(), ChartError> {
+    let y_max = panel
+        .lines
+        .iter()
+        .flat_map(|l| l.values.iter().map(|&(_, v)| v))
+        .fold(0.0f64, f64::max)
+        .max(1e-3)
+        * 1.1;
+    let mut chart = ChartBuilder::on(area)
+        .caption(panel.title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(32)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0.0..t_max, 0.0..y_max)
+        .map_err(draw_err)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds")
+        .y_desc(panel.unit)
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(draw_err)?;
+    for line in panel.lines {
+        let color = line.color;
         chart
-            .configure_mesh()
-            .x_desc("seconds")
-            .y_desc(unit)
-            .label_style(("sans-serif", 14))
-            .draw()
-            .map_err(draw_err)?;
-        for line in lines {
-            let color = line.color;
-            chart
-                .draw_series(LineSeries::new(line.values, color.stroke_width(2)))
-                .map_err(draw_err)?
-                .label(line.name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 14))
-            .draw()
-            .map_err(draw_err)?;
+            .draw_series(LineSeries::new(line.values, color.stroke_width(2)))
+            .map_err(draw_err)?
+            .label(line.name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
     }
-    root.present().map_err(draw_err)?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(draw_err)?;
     Ok(())
 }

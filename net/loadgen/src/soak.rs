@@ -182,6 +182,51 @@ async fn scrape(host: Option<&str>) -> ServerSample {
 
 /// Runs the soak and writes its folder; the report says whether every threshold passed.
 pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
+    check(options)?;
+    std::fs::create_dir_all(&options.out).map_err(|source| SoakError::Io {
+        context: format!("creating {}", options.out.display()),
+        source,
+    })?;
+    let start = Instant::now();
+    let step = Duration::from_secs_f64(options.step_seconds);
+    let ramp_end = start + step * options.steps.len() as u32;
+    let end = ramp_end + Duration::from_secs_f64(options.hold_seconds);
+    let fleet = Fleet::spawn(options, start, end);
+    let mut sampler = Sampler::new(options, &fleet).await;
+    let mut interval = tokio::time::interval(Duration::from_secs(1));
+    interval.tick().await;
+    let terminal = std::io::stderr().is_terminal();
+    loop {
+        interval.tick().await;
+        let now = Instant::now();
+        let sample = sampler.second(&fleet, now - start, now >= ramp_end).await;
+        if terminal {
+            eprint!(
+                "\r{:>6.0} s {:<4} bots {:>5}/{:<5} loop p99 {:>6.2} ms  down {:>7.0} B/s  rtt p99 {:>6.2} ms   ",
+                sample.t_s,
+                sample.phase,
+                sample.joined_bots,
+                sample.target_bots,
+                sample.loop_p99_ms.unwrap_or(f64::NAN),
+                sample.down_mean_bytes_per_s.unwrap_or(0.0),
+                sample.rtt_p99_ms.unwrap_or(f64::NAN),
+            );
+        }
+        sampler.series.push(sample);
+        if now >= end {
+            break;
+        }
+    }
+    if terminal {
+        eprintln!();
+    }
+    let report = judge(options, fleet, sampler, start).await;
+    write_outputs(&options.out, &report)?;
+    Ok(report)
+}
+
+/// Refuses options a soak cannot run with.
+fn check(options: &SoakOptions) -> Result<(), SoakError> {
     if options.steps.is_empty() || options.steps.windows(2).any(|w| w[0] > w[1]) || options.steps[0] == 0 {
         return Err(SoakError::Invalid(format!(
             "--steps must be ascending bot counts above 0, is {:?}",
@@ -193,97 +238,130 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
             "--step-seconds and --hold-seconds must be above 0".into(),
         ));
     }
-    std::fs::create_dir_all(&options.out).map_err(|source| SoakError::Io {
-        context: format!("creating {}", options.out.display()),
-        source,
-    })?;
-    let host = bots::host_of(&options.bots.url).map(str::to_string);
-    let start = Instant::now();
-    let step = Duration::from_secs_f64(options.step_seconds);
-    let ramp_end = start + step * options.steps.len() as u32;
-    let end = ramp_end + Duration::from_secs_f64(options.hold_seconds);
-    // The bots play on a little past the last sample, so it sees them all.
-    let bots_end = end + Duration::from_secs(2);
-    let total = *options.steps.last().unwrap_or(&0);
-    let sink: RttSink = Arc::default();
-    let mut lives: Vec<Arc<BotLive>> = Vec::with_capacity(total as usize);
-    let mut handles = Vec::with_capacity(total as usize);
-    let stalled = |i: u32| bots::stalls(i, options.bots.stall_percent);
-    // Each step's new bots connect evenly over the first half of the step.
-    let mut spawned = 0u32;
-    for (k, &target) in options.steps.iter().enumerate() {
-        let step_start = start + step * k as u32;
-        let n = target - spawned;
-        for j in 0..n {
-            let i = spawned + j;
-            let at = step_start + (step / 2).mul_f64(f64::from(j) / f64::from(n.max(1)));
-            let live = Arc::new(BotLive::default());
-            lives.push(live.clone());
-            handles.push(bots::spawn_bot(
-                i,
-                &options.bots,
-                start,
-                at,
-                bots_end,
-                live,
-                sink.clone(),
-            ));
+    Ok(())
+}
+
+/// The bots of a soak: each step's new bots connect evenly over the first half of the step,
+/// and all play on a little past the last sample, so it sees them all.
+struct Fleet {
+    lives: Vec<Arc<BotLive>>,
+    handles: Vec<tokio::task::JoinHandle<bots::BotStats>>,
+    sink: RttSink,
+    stall_percent: u32,
+}
+
+impl Fleet {
+    fn spawn(options: &SoakOptions, start: Instant, end: Instant) -> Fleet {
+        let step = Duration::from_secs_f64(options.step_seconds);
+        let bots_end = end + Duration::from_secs(2);
+        let total = *options.steps.last().unwrap_or(&0) as usize;
+        let sink: RttSink = Arc::default();
+        let (mut lives, mut handles) = (Vec::with_capacity(total), Vec::with_capacity(total));
+        let mut spawned = 0u32;
+        for (k, &target) in options.steps.iter().enumerate() {
+            let step_start = start + step * k as u32;
+            let n = target - spawned;
+            for j in 0..n {
+                let at = step_start + (step / 2).mul_f64(f64::from(j) / f64::from(n.max(1)));
+                let live = Arc::new(BotLive::default());
+                lives.push(live.clone());
+                handles.push(bots::spawn_bot(
+                    spawned + j,
+                    &options.bots,
+                    start,
+                    at,
+                    bots_end,
+                    live,
+                    sink.clone(),
+                ));
+            }
+            spawned = target;
         }
-        spawned = target;
+        Fleet {
+            lives,
+            handles,
+            sink,
+            stall_percent: options.bots.stall_percent,
+        }
     }
 
-    let mut series = Vec::new();
-    let mut last_bytes: Vec<u64> = vec![0; lives.len()];
-    let mut last_server = scrape(host.as_deref()).await;
-    let mut hold_bytes_start: Option<Vec<u64>> = None;
-    let mut hold_rtts: Vec<f64> = Vec::new();
-    let mut hold_rss: Vec<f64> = Vec::new();
-    let mut interval = tokio::time::interval(Duration::from_secs(1));
-    interval.tick().await;
-    let terminal = std::io::stderr().is_terminal();
-    loop {
-        interval.tick().await;
-        let now = Instant::now();
-        let t_s = (now - start).as_secs_f64();
-        let in_hold = now >= ramp_end;
-        let k = ((now - start).as_secs_f64() / options.step_seconds) as usize;
-        let target = options.steps[k.min(options.steps.len() - 1)];
+    fn stalled(&self, i: usize) -> bool {
+        bots::stalls(i as u32, self.stall_percent)
+    }
+}
+
+/// The per-second sampling: what it keeps from one second to the next, and what the
+/// verdicts need from the hold.
+struct Sampler {
+    host: Option<String>,
+    steps: Vec<u32>,
+    step_seconds: f64,
+    series: Vec<Sample>,
+    last_bytes: Vec<u64>,
+    last_server: ServerSample,
+    hold_bytes_start: Option<Vec<u64>>,
+    hold_rtts: Vec<f64>,
+    hold_rss: Vec<f64>,
+}
+
+impl Sampler {
+    async fn new(options: &SoakOptions, fleet: &Fleet) -> Sampler {
+        let host = bots::host_of(&options.bots.url).map(str::to_string);
+        let last_server = scrape(host.as_deref()).await;
+        Sampler {
+            host,
+            steps: options.steps.clone(),
+            step_seconds: options.step_seconds,
+            series: Vec::new(),
+            last_bytes: vec![0; fleet.lives.len()],
+            last_server,
+            hold_bytes_start: None,
+            hold_rtts: Vec::new(),
+            hold_rss: Vec::new(),
+        }
+    }
+
+    /// One second's sample: the bots' downstream and round trips since the last one, and
+    /// the server's figures (CPU per tick from the difference of its counters).
+    async fn second(&mut self, fleet: &Fleet, since_start: Duration, in_hold: bool) -> Sample {
+        let k = (since_start.as_secs_f64() / self.step_seconds) as usize;
+        let target = self.steps[k.min(self.steps.len() - 1)];
         let mut rates = Vec::new();
         let mut joined = 0u32;
-        for (i, live) in lives.iter().enumerate() {
+        for (i, live) in fleet.lives.iter().enumerate() {
             let bytes = live.snapshot_bytes.load(Relaxed);
-            let up = live.joined.load(Relaxed) && !live.gone.load(Relaxed);
-            if up {
+            if live.joined.load(Relaxed) && !live.gone.load(Relaxed) {
                 joined += 1;
-                if !stalled(i as u32) {
-                    rates.push((bytes - last_bytes[i]) as f64);
+                if !fleet.stalled(i) {
+                    rates.push((bytes - self.last_bytes[i]) as f64);
                 }
             }
-            last_bytes[i] = bytes;
+            self.last_bytes[i] = bytes;
         }
-        if in_hold && hold_bytes_start.is_none() {
-            hold_bytes_start = Some(last_bytes.clone());
+        if in_hold && self.hold_bytes_start.is_none() {
+            self.hold_bytes_start = Some(self.last_bytes.clone());
         }
-        let rtts: Vec<f64> = sink
+        let rtts: Vec<f64> = fleet
+            .sink
             .lock()
             .map(|mut s| s.drain(..).map(|us| f64::from(us) / 1000.0).collect())
             .unwrap_or_default();
-        let server = scrape(host.as_deref()).await;
-        let per_tick =
-            |now: Option<f64>, before: Option<f64>| match (now, before, server.ticks, last_server.ticks) {
-                (Some(c1), Some(c0), Some(t1), Some(t0)) if t1 > t0 => Some((c1 - c0) * 1000.0 / (t1 - t0)),
-                _ => None,
-            };
-        let cpu_ms_per_tick = per_tick(server.cpu_s, last_server.cpu_s);
-        let cpu_system_ms_per_tick = per_tick(server.cpu_system_s, last_server.cpu_system_s);
-        last_server = server;
-        let down = Distribution::of(rates);
+        let server = scrape(self.host.as_deref()).await;
+        let before = self.last_server;
+        let per_tick = |now: Option<f64>, then: Option<f64>| match (now, then, server.ticks, before.ticks) {
+            (Some(c1), Some(c0), Some(t1), Some(t0)) if t1 > t0 => Some((c1 - c0) * 1000.0 / (t1 - t0)),
+            _ => None,
+        };
+        let cpu_ms_per_tick = per_tick(server.cpu_s, before.cpu_s);
+        let cpu_system_ms_per_tick = per_tick(server.cpu_system_s, before.cpu_system_s);
+        self.last_server = server;
         if in_hold {
-            hold_rtts.extend_from_slice(&rtts);
+            self.hold_rtts.extend_from_slice(&rtts);
+            self.hold_rss.extend(server.rss_bytes);
         }
-        let rtt = Distribution::of(rtts);
-        let s = Sample {
-            t_s,
+        let (down, rtt) = (Distribution::of(rates), Distribution::of(rtts));
+        Sample {
+            t_s: since_start.as_secs_f64(),
             phase: if in_hold { "hold" } else { "ramp" },
             target_bots: target,
             joined_bots: joined,
@@ -299,58 +377,43 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
             rss_bytes: server.rss_bytes.map(|b| b as u64),
             cpu_ms_per_tick,
             cpu_system_ms_per_tick,
-        };
-        if in_hold {
-            if let Some(r) = server.rss_bytes {
-                hold_rss.push(r);
-            }
-        }
-        if terminal {
-            eprint!(
-                "\r{:>6.0} s {:<4} bots {:>5}/{:<5} loop p99 {:>6.2} ms  down {:>7.0} B/s  rtt p99 {:>6.2} ms   ",
-                t_s,
-                s.phase,
-                joined,
-                target,
-                s.loop_p99_ms.unwrap_or(f64::NAN),
-                s.down_mean_bytes_per_s.unwrap_or(0.0),
-                s.rtt_p99_ms.unwrap_or(f64::NAN),
-            );
-        }
-        series.push(s);
-        if now >= end {
-            break;
         }
     }
-    if terminal {
-        eprintln!();
-    }
-    let mut finished = Vec::with_capacity(handles.len());
-    for h in handles {
+}
+
+/// Waits for the bots, then sums up the hold and judges it against the thresholds.
+async fn judge(options: &SoakOptions, fleet: Fleet, sampler: Sampler, start: Instant) -> SoakReport {
+    let total = *options.steps.last().unwrap_or(&0);
+    let mut finished = Vec::with_capacity(fleet.handles.len());
+    for h in fleet.handles {
         if let Ok(s) = h.await {
             finished.push(s);
         }
     }
     let totals = bots::summarise(total, &finished, start.elapsed().as_secs_f64());
     // A stalled bot reads nothing, so it never sees its close: the server counts evictions.
-    let evictions = last_server.evictions.unwrap_or(0.0);
-    let hold_start = hold_bytes_start.unwrap_or_else(|| vec![0; lives.len()]);
+    let evictions = sampler.last_server.evictions.unwrap_or(0.0);
+    let hold_start = sampler
+        .hold_bytes_start
+        .unwrap_or_else(|| vec![0; fleet.lives.len()]);
     let hold_secs = options.hold_seconds.max(1e-9);
-    let per_bot_hold: Vec<f64> = lives
+    let stall_percent = fleet.stall_percent;
+    let per_bot_hold: Vec<f64> = fleet
+        .lives
         .iter()
         .enumerate()
-        .filter(|&(i, l)| !stalled(i as u32) && l.joined.load(Relaxed))
+        .filter(|&(i, l)| !bots::stalls(i as u32, stall_percent) && l.joined.load(Relaxed))
         .map(|(i, l)| (l.snapshot_bytes.load(Relaxed) - hold_start[i]) as f64 / hold_secs)
         .collect();
     let downstream = Distribution::of(per_bot_hold);
-    let rtt_hold = Distribution::of(hold_rtts);
+    let series = sampler.series;
     let hold: Vec<&Sample> = series.iter().filter(|s| s.phase == "hold").collect();
     let loop_p99_hold = Distribution::of(hold.iter().filter_map(|s| s.loop_p99_ms).collect()).p99;
     let max_second = hold
         .iter()
         .filter_map(|s| s.down_max_bytes_per_s)
         .fold(0.0, f64::max);
-    let drift = match (hold_rss.first(), hold_rss.last()) {
+    let drift = match (sampler.hold_rss.first(), sampler.hold_rss.last()) {
         (Some(&a), Some(&b)) if a > 0.0 => (b - a) / a * 100.0,
         _ => f64::NAN,
     };
@@ -361,7 +424,7 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
         limit,
         pass: value <= limit,
     };
-    let verdicts = vec![
+    let mut verdicts = vec![
         verdict("loop_p99_ms", loop_p99_hold, t.loop_p99_ms),
         verdict(
             "avg_downstream_bytes_per_s",
@@ -373,7 +436,6 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
         verdict("decode_errors", totals.decode_errors as f64, 0.0),
         verdict("disconnects", f64::from(totals.disconnects), 0.0),
     ];
-    let mut verdicts = verdicts;
     if totals.stalled > 0 {
         // Every bot told to stall must have been evicted by the end (value: those not).
         verdicts.push(verdict(
@@ -383,7 +445,8 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
         ));
     }
     let pass = verdicts.iter().all(|v| v.pass);
-    let report = SoakReport {
+    let server_hold = ServerHold::of(&hold);
+    SoakReport {
         machine: serde_json::json!({
             "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
             "os": std::env::consts::OS,
@@ -404,14 +467,12 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
         thresholds: options.thresholds.clone(),
         totals,
         downstream_bytes_per_s_per_bot_hold: downstream,
-        rtt_ms_hold: rtt_hold,
-        server_hold: ServerHold::of(&hold),
+        rtt_ms_hold: Distribution::of(sampler.hold_rtts),
+        server_hold,
         series,
         verdicts,
         pass,
-    };
-    write_outputs(&options.out, &report)?;
-    Ok(report)
+    }
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SoakError {

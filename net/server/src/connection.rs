@@ -354,23 +354,13 @@ where
                 if !self.in_sequence(m.seq) {
                     return Ok(());
                 }
-                NetEvent::Input {
-                    client,
-                    dir_x: m.dir_x,
-                    dir_y: m.dir_y,
-                    throttle: m.throttle,
-                    cast: m.cast,
-                }
+                NetEvent::Input { client, input: m }
             }
             Ok(ClientMessage::Camera(m)) => {
                 if !self.in_sequence(m.seq) {
                     return Ok(());
                 }
-                NetEvent::Camera {
-                    client,
-                    x_mm: m.x_mm,
-                    y_mm: m.y_mm,
-                }
+                NetEvent::Camera { client, camera: m }
             }
             Ok(ClientMessage::Ack { tick }) => NetEvent::Ack { client, tick },
             Ok(ClientMessage::Ping { nonce }) => return self.pong(nonce).await,

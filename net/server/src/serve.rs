@@ -183,23 +183,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     let s = &config.server;
     let world_config = config.world.clone();
     let shards = s.shard_count();
-    let resumed = match &options.resume_from {
-        Some(path) => Some(resume::resume(path, &world_config, shards)?),
-        None => None,
-    };
-    let (world, leaving_clients) = match resumed {
-        Some(r) => {
-            tracing::info!(
-                from = %r.from.display(),
-                tick = r.tick,
-                ended_cleanly = r.ended_cleanly,
-                leaving = r.leaving_clients.len(),
-                "world resumed"
-            );
-            (r.world, r.leaving_clients)
-        }
-        None => (World::new(world_config.clone(), shards)?, Vec::new()),
-    };
+    let (world, leaving_clients) = build_world(&config, &options)?;
     let start_tick = world.tick();
     let terrain = terrain_wire::encode(world.terrain(), &s.terrain_wire)?;
     let viewer_terrain = Bytes::from(migratory_view::terrain_image(
@@ -231,23 +215,8 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     let tick_stop = Arc::new(AtomicBool::new(false));
     let tick_exited = Arc::new(Notify::new());
 
-    let frame_max = s.ws_frame_max_bytes as usize;
-    // A message longer than this is read over several reads, so it bounds nothing.
-    const CLIENT_READ_BUFFER_BYTES: usize = 1024;
-    let ws_config = WebSocketConfig::default()
-        // A small read buffer: the default 128 KiB is zero-filled per read and kept per
-        // connection. Client messages are at most `max_client_message_bytes` (512), so 1 KiB
-        // holds a burst of them; 4 KiB was 4.1 MB of heap with 1,000 clients (heaptrack).
-        .read_buffer_size(CLIENT_READ_BUFFER_BYTES)
-        // Write each message straight through; the queue upstream does the buffering.
-        .write_buffer_size(0)
-        // Outgoing frames are at most `frame_max` (long messages are fragmented), so this
-        // bound is never hit by our own messages and caps what a stuck peer can pin.
-        .max_write_buffer_size(frame_max * 2 + 64 * 1024)
-        .max_message_size(Some(s.max_client_message_bytes as usize))
-        .max_frame_size(Some(s.max_client_message_bytes as usize));
-
-    let bp = s.client_backpressure.clone();
+    // Client ids of the new session start above those still in a resumed world.
+    let next_client_id = leaving_clients.iter().max().map_or(1, |c| c + 1);
     let welcome = WelcomeBase {
         tick_rate_hz: world_config.tick_rate_hz as u16,
         snapshot_interval_ticks: world_config.snapshot_interval_ticks as u16,
@@ -258,12 +227,10 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     let settings = TickSettings {
         pin_shard_threads: s.pin_shard_threads,
         catch_up_ticks_max: s.tick_loop.catch_up_ticks_max,
-        backpressure: bp,
+        backpressure: s.client_backpressure.clone(),
         run_ticks: options.run_ticks,
         debug: options.debug,
     };
-    // Client ids of the new session start above those still in a resumed world.
-    let next_client_id = leaving_clients.iter().max().map_or(1, |c| c + 1);
     let tick_loop = TickLoop::new(
         world,
         leaving_clients,
@@ -284,7 +251,6 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
             report
         })
         .map_err(|source| ServerError::Thread { what: "tick", source })?;
-
     let watchdog = if options.debug {
         Some(
             watchdog::start(metrics.clone(), epoch, tick_stop.clone()).map_err(|source| {
@@ -311,7 +277,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         .store(next_client_id, Ordering::Relaxed);
     let ctx = Arc::new(AppState {
         connections: Arc::new(connections),
-        ws_config,
+        ws_config: ws_config(s.ws_frame_max_bytes, s.max_client_message_bytes),
         status: ServerStatus {
             tick: start_tick,
             players: 0,
@@ -321,15 +287,6 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
             resumed_from: options.resume_from.clone(),
         },
     });
-    let app = Router::new()
-        .route(WS_PATH, get(ws_upgrade))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/metrics", get(metrics_page))
-        .route(migratory_wire::fleet::STATUS_PATH, get(status_page))
-        // The viewer asks; only `migratory-server view` has a recording to show.
-        .route("/replay/info", get(|| async { StatusCode::NO_CONTENT }))
-        .with_state(ctx.clone())
-        .merge(migratory_view::live_routes(viewer_terrain));
     let limits = accept::AcceptLimits {
         connections_max: s.connections_max as usize,
         connections_per_ip_max: s.connections_per_ip_max as usize,
@@ -338,7 +295,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     };
     let http = tokio::spawn(accept::serve(
         listener,
-        app,
+        router(ctx, viewer_terrain),
         limits,
         metrics.clone(),
         shutdown_rx.clone(),
@@ -357,39 +314,130 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     );
 
     let stop = Arc::new(Notify::new());
-    let stop_rx = stop.clone();
-    let shutdown_timeout =
-        Duration::from_secs_f64(s.shutdown_timeout_seconds) + s.client_backpressure.eviction_close_timeout();
-    let task_metrics = metrics.clone();
-    let task = tokio::spawn(async move {
-        let heartbeat = options
+    let running = Running {
+        stop: stop.clone(),
+        tick_exited,
+        shutdown_tx,
+        shutdown_timeout: Duration::from_secs_f64(s.shutdown_timeout_seconds)
+            + s.client_backpressure.eviction_close_timeout(),
+        metrics: metrics.clone(),
+        tick_stop,
+        tick_thread,
+        watchdog,
+        http,
+        debug: options.debug,
+        epoch,
+    };
+    let task = tokio::spawn(running.until_stopped());
+    Ok(ServerHandle {
+        local_addr,
+        recording_path,
+        terrain: descriptor,
+        metrics,
+        stop,
+        task,
+    })
+}
+
+/// The world to serve: resumed from an earlier session's recording, or new from the config,
+/// with the clients of the resumed session (they leave in the first tick).
+fn build_world(config: &ServerConfig, options: &ServeOptions) -> Result<(World, Vec<u32>), ServerError> {
+    let shards = config.server.shard_count();
+    let Some(path) = &options.resume_from else {
+        return Ok((World::new(config.world.clone(), shards)?, Vec::new()));
+    };
+    let r = resume::resume(path, &config.world, shards)?;
+    tracing::info!(
+        from = %r.from.display(),
+        tick = r.tick,
+        ended_cleanly = r.ended_cleanly,
+        leaving = r.leaving_clients.len(),
+        "world resumed"
+    );
+    Ok((r.world, r.leaving_clients))
+}
+
+/// The WebSocket settings of every connection.
+fn ws_config(frame_max_bytes: u32, client_message_max_bytes: u32) -> WebSocketConfig {
+    // A message longer than this is read over several reads, so it bounds nothing.
+    const CLIENT_READ_BUFFER_BYTES: usize = 1024;
+    let frame_max = frame_max_bytes as usize;
+    WebSocketConfig::default()
+        // A small read buffer: the default 128 KiB is zero-filled per read and kept per
+        // connection. Client messages are at most `max_client_message_bytes` (512), so 1 KiB
+        // holds a burst of them; 4 KiB was 4.1 MB of heap with 1,000 clients (heaptrack).
+        .read_buffer_size(CLIENT_READ_BUFFER_BYTES)
+        // Write each message straight through; the queue upstream does the buffering.
+        .write_buffer_size(0)
+        // Outgoing frames are at most `frame_max` (long messages are fragmented), so this
+        // bound is never hit by our own messages and caps what a stuck peer can pin.
+        .max_write_buffer_size(frame_max * 2 + 64 * 1024)
+        .max_message_size(Some(client_message_max_bytes as usize))
+        .max_frame_size(Some(client_message_max_bytes as usize))
+}
+
+/// The one port's routes: the WebSocket, health, metrics, status, and the viewer's.
+fn router(ctx: Arc<AppState>, viewer_terrain: Bytes) -> Router {
+    Router::new()
+        .route(WS_PATH, get(ws_upgrade))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(metrics_page))
+        .route(migratory_wire::fleet::STATUS_PATH, get(status_page))
+        // The viewer asks; only `migratory-server view` has a recording to show.
+        .route("/replay/info", get(|| async { StatusCode::NO_CONTENT }))
+        .with_state(ctx)
+        .merge(migratory_view::live_routes(viewer_terrain))
+}
+
+/// What a started server holds until it stops, and the order it stops in.
+struct Running {
+    stop: Arc<Notify>,
+    tick_exited: Arc<Notify>,
+    shutdown_tx: watch::Sender<bool>,
+    shutdown_timeout: Duration,
+    metrics: Arc<Metrics>,
+    tick_stop: Arc<AtomicBool>,
+    tick_thread: std::thread::JoinHandle<TickReport>,
+    watchdog: Option<std::thread::JoinHandle<()>>,
+    http: tokio::task::JoinHandle<()>,
+    debug: bool,
+    epoch: Instant,
+}
+
+impl Running {
+    /// Waits for a stop (asked for, or the tick loop's own end), then stops everything in
+    /// order: stop accepting and close every client with 1001, wait for them (bounded),
+    /// stop the tick thread (it finishes the recording), then the HTTP side.
+    async fn until_stopped(self) -> Result<ShutdownReport, ServerError> {
+        let heartbeat = self
             .debug
-            .then(|| tokio::spawn(watchdog::runtime_heartbeat(task_metrics.clone(), epoch)));
+            .then(|| tokio::spawn(watchdog::runtime_heartbeat(self.metrics.clone(), self.epoch)));
         tokio::select! {
-            _ = stop_rx.notified() => tracing::info!("shutting down"),
-            _ = tick_exited.notified() => tracing::info!("tick loop finished; shutting down"),
+            _ = self.stop.notified() => tracing::info!("shutting down"),
+            _ = self.tick_exited.notified() => tracing::info!("tick loop finished; shutting down"),
         }
         // 1. Stop accepting and ask every connection to close with 1001.
-        let _ = shutdown_tx.send(true);
+        let _ = self.shutdown_tx.send(true);
         // 2. Wait (bounded) for the connections to finish their close handshakes.
-        let deadline = tokio::time::Instant::now() + shutdown_timeout;
-        while task_metrics.connections.load(Ordering::Relaxed) > 0 && tokio::time::Instant::now() < deadline {
+        let deadline = tokio::time::Instant::now() + self.shutdown_timeout;
+        while self.metrics.connections.load(Ordering::Relaxed) > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let connections_left = task_metrics.connections.load(Ordering::Relaxed);
+        let connections_left = self.metrics.connections.load(Ordering::Relaxed);
         // 3. Stop the tick thread; it finishes the recording with its end record.
-        tick_stop.store(true, Ordering::Release);
+        self.tick_stop.store(true, Ordering::Release);
+        let tick_thread = self.tick_thread;
         let report = tokio::task::spawn_blocking(move || tick_thread.join())
             .await
             .map_err(|_| ServerError::TickPanicked)?
             .map_err(|_| ServerError::TickPanicked)?;
-        if let Some(w) = watchdog {
+        if let Some(w) = self.watchdog {
             let _ = tokio::task::spawn_blocking(move || w.join()).await;
         }
         if let Some(h) = heartbeat {
             h.abort();
         }
-        match tokio::time::timeout(Duration::from_secs(2), http).await {
+        match tokio::time::timeout(Duration::from_secs(2), self.http).await {
             Ok(Ok(())) | Err(_) => {}
             Ok(Err(e)) => return Err(ServerError::Task(e)),
         }
@@ -404,16 +452,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
             tick: report,
             connections_left,
         })
-    });
-
-    Ok(ServerHandle {
-        local_addr,
-        recording_path,
-        terrain: descriptor,
-        metrics,
-        stop,
-        task,
-    })
+    }
 }
 
 /// The listening socket. Accepted connections inherit its send buffer size, so a set

@@ -21,7 +21,9 @@ use tokio_tungstenite::tungstenite::Bytes;
 use crate::config::BackpressureSection;
 use crate::metrics::{Metrics, Phase};
 use crate::recorder::{RecordError, Recorder};
-use migratory_wire::protocol::{self, close_code, Welcome, WireTerrainDescriptor, WorldFacts};
+use migratory_wire::protocol::{
+    self, close_code, CameraMsg, InputMsg, Welcome, WireTerrainDescriptor, WorldFacts,
+};
 
 /// At most this many events are taken per tick, so a burst cannot stall one tick; the
 /// rest wait for the next.
@@ -127,16 +129,11 @@ pub enum NetEvent {
         shared: Arc<ClientShared>,
         queue: Sender<Outbound>,
     },
-    /// INPUT: the newest steering per tick wins; a cast in any of them counts.
-    Input {
-        client: u32,
-        dir_x: i16,
-        dir_y: i16,
-        throttle: u8,
-        cast: bool,
-    },
-    /// CAMERA: the newest camera position per tick wins.
-    Camera { client: u32, x_mm: i32, y_mm: i32 },
+    /// INPUT, as the client sent it: the newest steering per tick wins; a cast in any of
+    /// them counts.
+    Input { client: u32, input: InputMsg },
+    /// CAMERA, as the client sent it: the newest camera position per tick wins.
+    Camera { client: u32, camera: CameraMsg },
     /// ACK: the newest acked tick per tick wins.
     Ack { client: u32, tick: u32 },
     /// The connection ended (for any reason).
@@ -162,8 +159,9 @@ struct TickClient {
     closing: bool,
     /// The kernel's sequence numbers for this client: steer, camera and cast share one counter.
     kernel_seq: u32,
-    pending_steer: Option<(i16, i16, u8)>,
-    pending_camera: Option<(i32, i32)>,
+    /// The newest INPUT of the tick (its cast flag is `pending_cast`'s business).
+    pending_steer: Option<InputMsg>,
+    pending_camera: Option<CameraMsg>,
     pending_cast: bool,
     pending_ack: Option<u32>,
     overflow_streak: u32,
@@ -418,21 +416,15 @@ impl TickLoop {
                         },
                     );
                 }
-                NetEvent::Input {
-                    client,
-                    dir_x,
-                    dir_y,
-                    throttle,
-                    cast,
-                } => {
+                NetEvent::Input { client, input } => {
                     if let Some(c) = self.clients.get_mut(&client) {
-                        c.pending_steer = Some((dir_x, dir_y, throttle));
-                        c.pending_cast |= cast;
+                        c.pending_cast |= input.cast;
+                        c.pending_steer = Some(input);
                     }
                 }
-                NetEvent::Camera { client, x_mm, y_mm } => {
+                NetEvent::Camera { client, camera } => {
                     if let Some(c) = self.clients.get_mut(&client) {
-                        c.pending_camera = Some((x_mm, y_mm));
+                        c.pending_camera = Some(camera);
                     }
                 }
                 NetEvent::Ack { client, tick } => {
@@ -469,23 +461,23 @@ impl TickLoop {
             // Steering and casting share the kernel's per-client sequence, and the kernel
             // applies all steers of a tick before its casts: coalescing to one steer and one
             // cast a tick keeps every cast from being stale.
-            if let Some((dir_x, dir_y, throttle)) = c.pending_steer.take() {
+            if let Some(m) = c.pending_steer.take() {
                 c.kernel_seq = c.kernel_seq.wrapping_add(1);
                 inputs.push(Input::Steer {
                     client,
                     seq: c.kernel_seq,
-                    dir_x,
-                    dir_y,
-                    throttle,
+                    dir_x: m.dir_x,
+                    dir_y: m.dir_y,
+                    throttle: m.throttle,
                 });
             }
-            if let Some((x_mm, y_mm)) = c.pending_camera.take() {
+            if let Some(m) = c.pending_camera.take() {
                 c.kernel_seq = c.kernel_seq.wrapping_add(1);
                 inputs.push(Input::Camera {
                     client,
                     seq: c.kernel_seq,
-                    x_mm,
-                    y_mm,
+                    x_mm: m.x_mm,
+                    y_mm: m.y_mm,
                 });
             }
             if std::mem::take(&mut c.pending_cast) {
@@ -513,9 +505,15 @@ impl TickLoop {
 
     /// WELCOMEs for this tick's joins, closes for refused ones, then every snapshot.
     fn handoff(&mut self) {
-        let out = self.world.output();
-        let m = &self.metrics;
-        let r = &out.rejected;
+        self.count_rejections();
+        self.welcome_joined();
+        self.refuse_unjoined();
+        self.queue_snapshots();
+    }
+
+    /// The kernel's refusals of this tick, into `/metrics`.
+    fn count_rejections(&self) {
+        let (m, r) = (&self.metrics, &self.world.output().rejected);
         for (a, v) in [
             (&m.rejected_unknown_client_total, r.unknown_client),
             (&m.rejected_duplicate_join_total, r.duplicate_join),
@@ -530,6 +528,12 @@ impl TickLoop {
                 a.fetch_add(v as u64, Relaxed);
             }
         }
+    }
+
+    /// A WELCOME for each client the world joined this tick.
+    fn welcome_joined(&mut self) {
+        let out = self.world.output();
+        let m = &self.metrics;
         for j in &out.joined {
             let Some(c) = self.clients.get_mut(&j.client) else {
                 continue;
@@ -566,13 +570,18 @@ impl TickLoop {
                 c.closing = true;
             }
         }
+    }
+
+    /// Closes every client whose join this tick's world did not confirm.
+    fn refuse_unjoined(&mut self) {
+        let slots_full = self.world.output().rejected.slots_full > 0;
         let slots = self.world.config().client_slots_max;
         for (&client, c) in self.clients.iter_mut() {
             if c.state == JoinState::Joining {
                 c.state = JoinState::Rejected;
                 c.closing = true;
-                m.joins_rejected_total.fetch_add(1, Relaxed);
-                let reason = if r.slots_full > 0 {
+                self.metrics.joins_rejected_total.fetch_add(1, Relaxed);
+                let reason = if slots_full {
                     format!("world full: all {slots} client slots are taken")
                 } else {
                     "join refused by the world".to_string()
@@ -581,6 +590,13 @@ impl TickLoop {
                 c.shared.request_close(close_code::TRY_AGAIN_LATER, reason);
             }
         }
+    }
+
+    /// Each due snapshot into its client's queue, never waiting: a full queue drops it, and
+    /// `grace_overflow_events` drops in a row evict the client.
+    fn queue_snapshots(&mut self) {
+        let out = self.world.output();
+        let m = &self.metrics;
         let bp = &self.settings.backpressure;
         // PONG reports the published tick: it must not be behind the snapshots queued now.
         debug_assert!(
@@ -601,42 +617,7 @@ impl TickLoop {
                     let depth = c.queue.max_capacity() - c.queue.capacity();
                     c.shared.queue_depth_hwm.fetch_max(depth, Relaxed);
                 }
-                Err(TrySendError::Full(_)) => {
-                    let s = &c.shared;
-                    s.state_updates_dropped.fetch_add(1, Relaxed);
-                    s.overflow_events.fetch_add(1, Relaxed);
-                    m.state_updates_dropped_total.fetch_add(1, Relaxed);
-                    m.overflow_events_total.fetch_add(1, Relaxed);
-                    c.overflow_streak = if s.sent_since_overflow.swap(false, Relaxed) {
-                        1
-                    } else {
-                        c.overflow_streak + 1
-                    };
-                    let streak = c.overflow_streak;
-                    if bp.log_overflow_at_warn {
-                        tracing::warn!(
-                            client = f.client,
-                            tick = out.tick,
-                            streak,
-                            "send queue full: snapshot dropped"
-                        );
-                    } else {
-                        tracing::debug!(
-                            client = f.client,
-                            tick = out.tick,
-                            streak,
-                            "send queue full: snapshot dropped"
-                        );
-                    }
-                    if streak >= bp.grace_overflow_events {
-                        c.closing = true;
-                        m.evictions_total.fetch_add(1, Relaxed);
-                        c.shared.request_close(
-                            bp.eviction_close_code,
-                            format!("too slow: {streak} snapshots in a row did not fit the send queue"),
-                        );
-                    }
-                }
+                Err(TrySendError::Full(_)) => overflowed(c, f.client, out.tick, bp, m),
                 Err(TrySendError::Closed(_)) => c.closing = true,
             }
         }
@@ -663,6 +644,35 @@ impl TickLoop {
             recording: path,
             recording_error: self.recording_error,
         }
+    }
+}
+
+/// A snapshot that did not fit `c`'s queue: counted, logged, and the client evicted once
+/// its streak of drops with no send between reaches `grace_overflow_events`.
+fn overflowed(c: &mut TickClient, client: u32, tick: u32, bp: &BackpressureSection, m: &Metrics) {
+    let s = &c.shared;
+    s.state_updates_dropped.fetch_add(1, Relaxed);
+    s.overflow_events.fetch_add(1, Relaxed);
+    m.state_updates_dropped_total.fetch_add(1, Relaxed);
+    m.overflow_events_total.fetch_add(1, Relaxed);
+    c.overflow_streak = if s.sent_since_overflow.swap(false, Relaxed) {
+        1
+    } else {
+        c.overflow_streak + 1
+    };
+    let streak = c.overflow_streak;
+    if bp.log_overflow_at_warn {
+        tracing::warn!(client, tick, streak, "send queue full: snapshot dropped");
+    } else {
+        tracing::debug!(client, tick, streak, "send queue full: snapshot dropped");
+    }
+    if streak >= bp.grace_overflow_events {
+        c.closing = true;
+        m.evictions_total.fetch_add(1, Relaxed);
+        c.shared.request_close(
+            bp.eviction_close_code,
+            format!("too slow: {streak} snapshots in a row did not fit the send queue"),
+        );
     }
 }
 
