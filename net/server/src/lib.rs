@@ -20,6 +20,8 @@ mod accept;
 pub mod agones;
 pub mod cli;
 pub mod config;
+#[cfg(test)]
+mod config_reference;
 mod connection;
 pub mod metrics;
 mod recorder;
