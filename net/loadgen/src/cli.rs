@@ -88,6 +88,13 @@ enum Command {
         #[arg(long)]
         config: Option<std::path::PathBuf>,
     },
+    /// Print, as a Markdown table, the figures of soaks already run, recomputed from each
+    /// folder's metrics.json (hold medians, the 99th-percentile second, RTT, RSS, drift).
+    Figures {
+        /// Soak output folders.
+        #[arg(required = true)]
+        dirs: Vec<std::path::PathBuf>,
+    },
 }
 
 fn seconds(what: &str, v: f64) -> anyhow::Result<Duration> {
@@ -107,6 +114,13 @@ pub fn main() -> std::process::ExitCode {
 
 fn run() -> anyhow::Result<std::process::ExitCode> {
     let args = Args::parse();
+    if let Some(Command::Figures { dirs }) = &args.command {
+        println!("{}", crate::figures::HEADER);
+        for dir in dirs {
+            println!("{}", crate::figures::row(dir)?);
+        }
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
     let options = BotOptions {
         url: args.url.clone(),
         clients: args.clients,

@@ -3,7 +3,8 @@
 //! snapshot with the kernel's decoder and count what they get (`bots`); and the stepped
 //! soak (`soak`: ramp, hold, per-second series from the bots and the server's
 //! `/metrics`, thresholds, `metrics.json`, `summary.txt`) with its chart (`chart`, over
-//! the data model in `series`).
+//! the data model in `series`), and `figures`, which recomputes a finished soak's quoted
+//! figures from its `metrics.json`.
 //!
 //! Modules, top-down (each uses only those below it): `cli`, `soak`, `chart`, `series`,
 //! `bots`, `behaviour`. Invariant: it talks to a server only over its public port
@@ -13,5 +14,6 @@ pub mod behaviour;
 pub mod bots;
 pub mod chart;
 pub mod cli;
+pub mod figures;
 pub mod series;
 pub mod soak;
