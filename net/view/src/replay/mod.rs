@@ -96,15 +96,18 @@ async fn ask(s: &ViewState, question: Question) -> Response {
             ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
         }
         Ok(Ok(Answer::Json(v))) => axum::Json(v).into_response(),
-        Ok(Err(e)) => {
-            let status = if e.is_bad_question() {
-                StatusCode::UNPROCESSABLE_ENTITY
-            } else {
-                StatusCode::INTERNAL_SERVER_ERROR
-            };
-            (status, format!("{e}\n")).into_response()
-        }
+        Ok(Err(e)) => (status_of(&e), format!("{e}\n")).into_response(),
         Err(_) => stopped(),
+    }
+}
+
+/// A question the recording does not hold the answer to is the asker's error (422); a
+/// recording that cannot be read, the server's (500).
+fn status_of(e: &QuestionError) -> StatusCode {
+    if e.is_bad_question() {
+        StatusCode::UNPROCESSABLE_ENTITY
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
     }
 }
 
@@ -260,4 +263,33 @@ pub async fn view(
         let _ = axum::serve(listener, app).await;
     });
     Ok(ViewHandle { local_addr, task })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_questions_are_422_and_unreadable_recordings_500() {
+        let bad = [
+            QuestionError::TickOutside {
+                tick: 9,
+                first: 0,
+                last: 5,
+            },
+            QuestionError::NoEntity { id: 1, tick: 2 },
+            QuestionError::ClientAbsent { client: 1, tick: 2 },
+            QuestionError::NoSnapshot { client: 1, tick: 2 },
+        ];
+        for e in &bad {
+            assert_eq!(status_of(e), StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+        }
+        let corrupt = QuestionError::Recording(migratory_replay::RecordingError::Corrupted {
+            offset: 64,
+            ticks: Some((60, 119)),
+            reason: "block payload does not decode".into(),
+        });
+        assert_eq!(status_of(&corrupt), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(corrupt.to_string().contains("cannot be read"), "{corrupt}");
+    }
 }
