@@ -5,7 +5,8 @@
 #   Debian packages (as root, or through sudo):
 #     fonts-dejavu-core  the soak chart's font (the soak smoke test draws a chart)
 #     postgresql         server binaries; the fleet's tests start throwaway clusters
-#     nodejs, npm        the viewer's JavaScript tests
+#     nodejs, npm        the viewer's JavaScript tests (Debian's Node 18 will do: playwright-core
+#                        is pinned to 1.61.1, the last that runs on it)
 #     chromium           the only browser the viewer's tests drive (never a downloaded one)
 #   npm packages, into net/view/web/node_modules (pinned by its package-lock.json):
 #     playwright-core, fzstd
