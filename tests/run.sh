@@ -37,12 +37,9 @@ else
   echo "Debian packages: all there"
 fi
 WEB=net/view/web
-if [ -d "$WEB/node_modules/playwright-core" ] && [ -d "$WEB/node_modules/fzstd" ]; then
-  echo "npm packages: all there"
-else
-  echo "installing npm packages in $WEB: playwright-core, fzstd (npm ci)"
-  npm ci --no-audit --no-fund --prefix "$WEB"
-fi
+# Always: npm ci takes a second, and it puts back the pinned versions over any older install.
+echo "npm packages in $WEB: playwright-core, fzstd (npm ci, as package-lock.json pins them)"
+npm ci --no-audit --no-fund --prefix "$WEB"
 echo "postgresql: $(ls -d /usr/lib/postgresql/*/bin | head -1)"
 echo "node: $(node --version)"
 echo "chromium: $(/usr/bin/chromium --version)"
