@@ -27,6 +27,30 @@ pub(crate) fn router(fleet: Arc<Fleet>) -> Router {
         .route("/api/worlds/{id}/stop", post(stop))
         .route("/internal/worlds/{id}/content", get(content))
         .with_state(fleet)
+        .layer(axum::middleware::map_response(json_errors))
+}
+
+/// Every error answer is JSON, as FLEET.md says, including the ones axum makes itself (an
+/// unknown route 404, a wrong method 405, a body over the limit 413, a malformed path 400):
+/// those come as plain text, and are wrapped here as `{"error": TEXT}`.
+async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let body = axum::body::to_bytes(response.into_body(), 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&body);
+    let error = match text.trim() {
+        "" => status.canonical_reason().unwrap_or("error").to_string(),
+        t => t.to_string(),
+    };
+    (status, Json(json!({ "error": error }))).into_response()
 }
 
 impl IntoResponse for FleetError {
@@ -88,7 +112,9 @@ async fn create(
     }
     let existing = fleet.world_row(&id).await?;
     if existing.config_hash == config_hash {
-        Ok(Json(json!({ "id": id, "config_hash": config_hash, "config": value })).into_response())
+        // The same world config (maybe spelled differently): answer with what is stored.
+        let stored: serde_json::Value = serde_json::from_str(&existing.config_json).unwrap_or(value);
+        Ok(Json(json!({ "id": id, "config_hash": config_hash, "config": stored })).into_response())
     } else {
         Err(FleetError::Conflict {
             world: id,

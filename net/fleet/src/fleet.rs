@@ -212,13 +212,17 @@ impl Fleet {
     /// Ensures the world's server runs and is ready.
     pub(crate) async fn join(self: &Arc<Self>, id: &str) -> Result<JoinAnswer, FleetError> {
         let t0 = Instant::now();
-        validate_world_id(id)?;
+        // An unknown world is a 404 before it gets a slot: slots are kept per world id, so
+        // every distinct unknown id joined would otherwise stay in memory.
+        self.world_row(id).await?;
         let slot = self.slot(id);
         let mut slot = slot.lock().await;
-        // Read under the lock: a delete that held it before us has removed the world.
+        // Read again under the lock: a delete that held it before us has removed the world.
         let row = self.world_row(id).await?;
-        if let Some(r) = &slot.running {
+        if let Some(r) = &mut slot.running {
             if r.child.exit_info().is_none() {
+                // A join is activity: the joiner gets a whole idle timeout to connect.
+                r.idle_since = None;
                 return Ok(JoinAnswer {
                     world: id.to_string(),
                     ws_url: r.ws_url.clone(),
@@ -410,8 +414,9 @@ impl Fleet {
                 self.options.shards.to_string(),
                 "--fleet-url".into(),
                 self.url.clone(),
-                "--world-id".into(),
-                id.to_string(),
+                // One argument: an id may start with '-', which as a separate argument would
+                // read as a flag.
+                process::world_id_arg(id),
             ],
             stdin_secret: token,
             log_path: files.log_path(),
@@ -593,7 +598,7 @@ impl Fleet {
     pub(crate) async fn reconcile(&self) -> Result<(), FleetError> {
         for row in self.store.worlds().await? {
             if let Some(pid) = row.server_pid.and_then(|p| u32::try_from(p).ok()) {
-                if process::is_world_server(pid, &row.id) {
+                if process::is_world_server(pid, &row.id, &self.options.server_bin) {
                     tracing::warn!(world = %row.id, pid, "stopping a world server left by an earlier fleet");
                     // SAFETY: kill only sends a signal to the pid checked just above.
                     unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
@@ -601,7 +606,7 @@ impl Fleet {
                     while process::pid_exists(pid) && Instant::now() < deadline {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
-                    if process::is_world_server(pid, &row.id) {
+                    if process::is_world_server(pid, &row.id, &self.options.server_bin) {
                         // SAFETY: as above.
                         unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
                         while process::pid_exists(pid) {

@@ -292,15 +292,27 @@ fn wait_exited_unreaped(pid: u32) {
 
 /// Whether `pid` is a live (not zombie) `migratory-server` serving world `world_id`:
 /// what a restarted fleet checks before it signals a pid its store remembers.
-pub fn is_world_server(pid: u32, world_id: &str) -> bool {
+pub fn is_world_server(pid: u32, world_id: &str, server_bin: &std::path::Path) -> bool {
     let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
         return false;
     };
-    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-    let names_world = args
-        .windows(2)
-        .any(|w| w[0] == b"--world-id" && w[1] == world_id.as_bytes());
-    names_world && !is_zombie(pid)
+    let wanted = world_id_arg(world_id);
+    let names_world = cmdline.split(|&b| b == 0).any(|a| a == wanted.as_bytes());
+    // The process must also run the world server's binary, so an unrelated process that
+    // happens to carry the same argument (a script, an editor) is never signalled.
+    let runs_server = match (
+        std::fs::canonicalize(format!("/proc/{pid}/exe")),
+        std::fs::canonicalize(server_bin),
+    ) {
+        (Ok(exe), Ok(bin)) => exe == bin,
+        _ => false,
+    };
+    names_world && runs_server && !is_zombie(pid)
+}
+
+/// The argument that names a world to its server: `--world-id=ID`, one argument.
+pub fn world_id_arg(world_id: &str) -> String {
+    format!("--world-id={world_id}")
 }
 
 fn is_zombie(pid: u32) -> bool {

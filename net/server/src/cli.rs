@@ -211,6 +211,8 @@ fn init_logging(debug: bool) {
     // into an abrupt one.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // Colour only on a terminal: a fleet writes a world server's stderr to a log file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .log_internal_errors(false)
         .with_writer(std::io::stderr)
         .try_init();

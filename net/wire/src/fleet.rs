@@ -44,7 +44,7 @@ pub struct ServerStatus {
 }
 
 /// Environment-free contract between the fleet and its children: the child is started
-/// as `migratory-server serve --fleet-url URL --world-id ID ...` and reads its token as
+/// as `migratory-server serve --fleet-url URL --world-id=ID ...` and reads its token as
 /// the first line of stdin.
 pub const CONTENT_PATH_PREFIX: &str = "/internal/worlds/";
 

@@ -339,8 +339,8 @@ pub fn world_server_pids(world: &str) -> Vec<u32> {
         if !zombie
             && args.iter().any(|a| a.ends_with(b"migratory-server"))
             && args
-                .windows(2)
-                .any(|w| w[0] == b"--world-id" && w[1] == world.as_bytes())
+                .iter()
+                .any(|a| *a == format!("--world-id={world}").as_bytes())
         {
             pids.push(pid);
         }
@@ -375,7 +375,7 @@ pub fn token_dumping_server(dir: &TempDir, dump: &Path) -> PathBuf {
     let path = dir.write(
         "token-dumping-server.sh",
         format!(
-            "#!/bin/sh\nread token\nworld=\"\"\nprev=\"\"\nfor a in \"$@\"; do\n  if [ \"$prev\" = \"--world-id\" ]; then world=\"$a\"; fi\n  prev=\"$a\"\ndone\necho \"$token\" > \"{}/$world.token\"\nexec {} \"$@\" <<EOF\n$token\nEOF\n",
+            "#!/bin/sh\nread token\nworld=\"\"\nfor a in \"$@\"; do\n  case \"$a\" in --world-id=*) world=\"${{a#--world-id=}}\" ;; esac\ndone\necho \"$token\" > \"{}/$world.token\"\nexec {} \"$@\" <<EOF\n$token\nEOF\n",
             dump.display(),
             SERVER
         )

@@ -28,4 +28,6 @@ on_both_backends!(
     an_idle_world_is_stopped_and_the_next_join_continues_it,
     after_a_sigkill_the_next_join_resumes_at_the_recorded_root,
     a_killed_fleet_takes_its_servers_down_and_a_new_one_resumes,
+    answers_are_json_and_any_valid_id_runs,
+    a_join_resets_the_idle_clock,
 );

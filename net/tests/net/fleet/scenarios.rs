@@ -442,3 +442,84 @@ pub fn a_killed_fleet_takes_its_servers_down_and_a_new_one_resumes(backend: Back
         assert_eq!(world_server_pids(&w).len(), 1);
     });
 }
+
+/// Answers are JSON whatever went wrong, a world id may start with '-', a repeated PUT
+/// answers with the stored config, and a world server's log has no colour codes.
+pub fn answers_are_json_and_any_valid_id_runs(backend: Backend) {
+    let id = format!("-{}", world_id("dash", backend));
+    let env = Env::new(backend, "fleet-json");
+    let fleet = env.fleet(POLL);
+    runtime().block_on(async {
+        for (method, path, body, want) in [
+            (Method::GET, "/no/such/route".to_string(), None, 404),
+            (Method::DELETE, "/api/worlds".to_string(), None, 405),
+            (Method::GET, "/api/worlds/%FF".to_string(), None, 400),
+            (
+                Method::PUT,
+                "/api/worlds/big".to_string(),
+                Some("x".repeat(3 << 20)),
+                413,
+            ),
+        ] {
+            let (s, b) = fleet.call(method.clone(), &path, body.as_deref()).await;
+            assert_eq!(s, want, "{method} {path}: {b}");
+            assert!(b["error"].is_string(), "{method} {path}: not a JSON error: {b}");
+        }
+        let (s, b) = fleet.put(&id, SMALL_WORLD).await;
+        assert_eq!(s, 201, "{b}");
+        let stored = b["config"].clone();
+        // The same world spelled with a default written out: 200, and the stored config.
+        let mut respelled: Value = serde_json::from_str(SMALL_WORLD).expect("json");
+        respelled["tick_rate_hz"] = 60.into();
+        let (s, b) = fleet.put(&id, &respelled.to_string()).await;
+        assert_eq!(s, 200, "{b}");
+        assert_eq!(b["config"], stored, "a repeated PUT echoed its body");
+        let (s, b) = fleet.join(&id).await;
+        assert_eq!(
+            s,
+            200,
+            "a world id starting with '-' did not start: {b}\n{}",
+            fleet.log()
+        );
+        assert_eq!(world_server_pids(&id).len(), 1);
+        let (s, _) = fleet.stop(&id).await;
+        assert_eq!(s, 200);
+    });
+    let log = std::fs::read(env.data_dir().join("worlds").join(&id).join("server.log")).expect("server.log");
+    assert!(!log.is_empty());
+    assert!(
+        !log.contains(&0x1b),
+        "colour codes in a log file:\n{}",
+        String::from_utf8_lossy(&log)
+    );
+}
+
+/// A join counts as activity: a world joined again before its idle timeout runs out is
+/// not stopped when the timeout counted from the first join would have stopped it.
+pub fn a_join_resets_the_idle_clock(backend: Backend) {
+    let id = world_id("idle-join", backend);
+    let env = Env::new(backend, "fleet-idle-join");
+    let fleet = env.fleet(&["--poll-interval-seconds", "0.1", "--idle-timeout-seconds", "3"]);
+    runtime().block_on(async {
+        assert_eq!(fleet.put(&id, SMALL_WORLD).await.0, 201);
+        let (s, first) = fleet.join(&id).await;
+        assert_eq!((s, first["started"].clone()), (200, Value::Bool(true)), "{first}");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (s, second) = fleet.join(&id).await;
+        assert_eq!(
+            (s, second["started"].clone()),
+            (200, Value::Bool(false)),
+            "{second}"
+        );
+        // 3.5 s after the first join, 1.5 s after the second: idle since the first would
+        // have stopped it by now (3 s); idle since the second has 1.5 s to go.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let (s, third) = fleet.join(&id).await;
+        assert_eq!(s, 200, "{third}");
+        assert_eq!(
+            third["started"], false,
+            "the world was stopped though joined 1.5 s ago: {third}"
+        );
+        assert_eq!(third["ws_url"], first["ws_url"]);
+    });
+}
