@@ -170,6 +170,7 @@ impl Store {
         } else {
             Backend::Sqlite
         };
+        let url = socket_url(&url).into_owned();
         let pool = AnyPoolOptions::new()
             // SQLite serialises writers anyway; one connection avoids "database is locked".
             .max_connections(if backend == Backend::Sqlite { 1 } else { 8 })
@@ -353,6 +354,40 @@ fn segment_row(r: &AnyRow) -> Result<SegmentRow, sqlx::Error> {
     })
 }
 
+/// libpq takes `postgres://user@/db?host=/socket/folder` (a Unix socket: user info and no
+/// host), but the URL parser sqlx uses refuses an empty host after user info ("empty
+/// host"). Such a URL becomes `postgres:///db?host=/socket/folder&user=user` (and
+/// `&password=` when it has one), which sqlx reads the same way; any other URL is kept.
+fn socket_url(url: &str) -> std::borrow::Cow<'_, str> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.into();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.into();
+    };
+    if at + 1 != authority_end || !scheme.starts_with("postgres") {
+        return url.into();
+    }
+    let (user, password) = match rest[..at].split_once(':') {
+        Some((u, p)) => (u, Some(p)),
+        None => (&rest[..at], None),
+    };
+    let mut out = format!("{scheme}://{}", &rest[authority_end..]);
+    if !out.contains('/') || out.ends_with("://") {
+        out.push('/');
+    }
+    let mut sep = if out.contains('?') { '&' } else { '?' };
+    for (key, value) in [("user", Some(user)), ("password", password)] {
+        if let Some(v) = value.filter(|v| !v.is_empty()) {
+            out.push(sep);
+            out.push_str(&format!("{key}={v}"));
+            sep = '&';
+        }
+    }
+    out.into()
+}
+
 /// The URL without its password, for error messages.
 fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
@@ -368,6 +403,36 @@ fn redact(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn socket_urls_with_user_info_and_no_host_are_rewritten() {
+        for (given, want) in [
+            (
+                "postgres://u@/db?host=/run/pg",
+                "postgres:///db?host=/run/pg&user=u",
+            ),
+            (
+                "postgres://u:pw@/db?host=/run/pg",
+                "postgres:///db?host=/run/pg&user=u&password=pw",
+            ),
+            ("postgresql://u@/db", "postgresql:///db?user=u"),
+            ("postgres://u@host/db", "postgres://u@host/db"),
+            ("postgres:///db?host=/s", "postgres:///db?host=/s"),
+            ("sqlite://x.db?mode=rwc", "sqlite://x.db?mode=rwc"),
+        ] {
+            assert_eq!(socket_url(given), want, "{given}");
+        }
+        // And sqlx reads the rewritten form as the socket and the user.
+        let o: sqlx::postgres::PgConnectOptions = socket_url("postgres://u@/db?host=/run/pg")
+            .parse()
+            .expect("parses");
+        assert_eq!(o.get_username(), "u");
+        assert_eq!(o.get_database(), Some("db"));
+        assert_eq!(
+            o.get_socket().map(|p| p.display().to_string()).as_deref(),
+            Some("/run/pg")
+        );
+    }
 
     /// Every file in `migrations/` is embedded, in order, under its name's version and
     /// description (`0001_worlds_and_segments.sql`: 1, "worlds and segments"), as sqlx's

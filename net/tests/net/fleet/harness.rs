@@ -139,12 +139,9 @@ impl PgCluster {
         );
     }
 
-    /// A sqlx URL over the cluster's socket folder.
+    /// The cluster's URL over its socket folder, in libpq's form: user info and no host.
     pub fn url(&self) -> String {
-        format!(
-            "postgres://postgres@localhost/postgres?host={}",
-            self.dir.path().display()
-        )
+        format!("postgres://postgres@/postgres?host={}", self.dir.path().display())
     }
 }
 
