@@ -1,5 +1,5 @@
-//! World server processes: spawning one with a secret on its stdin, its output lines and
-//! log tail, signals that can never hit a recycled pid, and its exit.
+//! World server processes: spawning one with a secret on its stdin, its ready line, its
+//! log and the tail of it, signals that can never hit a recycled pid, and its exit.
 //!
 //! Every child is spawned from one long-lived thread, with a parent-death signal
 //! (`PR_SET_PDEATHSIG`, SIGTERM): Linux sends it when the *thread* that forked the child
@@ -35,7 +35,9 @@ pub struct SpawnSpec {
     /// Written to the child's stdin, then stdin is closed: never on the command line,
     /// never in the environment.
     pub stdin_secret: String,
-    /// The child's stdout and stderr are appended here.
+    /// The child's stdout and stderr are appended here: stderr by the child itself (so its
+    /// last lines reach the file even when the fleet is gone), stdout by the fleet, which
+    /// also reads it for the ready line.
     pub log_path: PathBuf,
 }
 
@@ -75,19 +77,12 @@ pub struct ChildProc {
 struct ChildShared {
     /// Set (under this lock) before the child is reaped.
     exited: Mutex<bool>,
-    tail: Mutex<VecDeque<String>>,
+    /// The log file, and its length when this child started: the child's own output is
+    /// what follows.
+    log_path: PathBuf,
+    log_start_bytes: u64,
     /// Output threads still reading.
     open_streams: AtomicUsize,
-}
-
-impl ChildShared {
-    fn push_line(&self, line: String) {
-        let mut t = self.tail.lock().unwrap_or_else(|e| e.into_inner());
-        if t.len() == LOG_TAIL_LINES_MAX {
-            t.pop_front();
-        }
-        t.push_back(line);
-    }
 }
 
 impl ChildProc {
@@ -133,10 +128,17 @@ impl ChildProc {
         }
     }
 
-    /// The last lines the child printed (stdout and stderr, in arrival order).
+    /// The last lines the child printed (stdout and stderr, as they reached its log).
     pub fn log_tail(&self) -> Vec<String> {
-        let t = self.shared.tail.lock().unwrap_or_else(|e| e.into_inner());
-        t.iter().cloned().collect()
+        use std::io::{Read as _, Seek as _};
+        let mut text = String::new();
+        if let Ok(mut f) = std::fs::File::open(&self.shared.log_path) {
+            let _ = f.seek(std::io::SeekFrom::Start(self.shared.log_start_bytes));
+            let _ = f.read_to_string(&mut text);
+        }
+        let lines: VecDeque<&str> = text.lines().collect();
+        let skip = lines.len().saturating_sub(LOG_TAIL_LINES_MAX);
+        lines.into_iter().skip(skip).map(str::to_string).collect()
     }
 }
 
@@ -177,13 +179,16 @@ fn spawn_now(spec: SpawnSpec) -> std::io::Result<ChildProc> {
         .create(true)
         .append(true)
         .open(&spec.log_path)?;
+    let log_start_bytes = log.metadata()?.len();
+    // The child appends its stderr to the log itself; only stdout passes through the fleet.
+    let child_stderr = Stdio::from(log.try_clone()?);
     let log = Arc::new(Mutex::new(log));
     let parent = std::process::id() as libc::pid_t;
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(child_stderr);
     // SAFETY: between fork and exec only async-signal-safe calls are made (prctl, getppid).
     unsafe {
         cmd.pre_exec(move || {
@@ -203,17 +208,17 @@ fn spawn_now(spec: SpawnSpec) -> std::io::Result<ChildProc> {
         // A child that exits at once closes the pipe; its exit is reported instead.
         let _ = writeln!(stdin, "{}", spec.stdin_secret);
     }
-    let shared = Arc::new(ChildShared::default());
-    shared.open_streams.store(
-        usize::from(child.stdout.is_some()) + usize::from(child.stderr.is_some()),
-        Ordering::Release,
-    );
+    let shared = Arc::new(ChildShared {
+        log_path: spec.log_path.clone(),
+        log_start_bytes,
+        ..ChildShared::default()
+    });
+    shared
+        .open_streams
+        .store(usize::from(child.stdout.is_some()), Ordering::Release);
     let (lines_tx, lines_rx) = mpsc::unbounded_channel();
     if let Some(out) = child.stdout.take() {
-        pump(format!("child-{pid}-out"), out, &shared, &log, Some(lines_tx))?;
-    }
-    if let Some(err) = child.stderr.take() {
-        pump(format!("child-{pid}-err"), err, &shared, &log, None)?;
+        pump(format!("child-{pid}-out"), out, &shared, &log, lines_tx)?;
     }
     let (exit_tx, exit_rx) = watch::channel(None);
     {
@@ -245,23 +250,20 @@ fn spawn_now(spec: SpawnSpec) -> std::io::Result<ChildProc> {
     })
 }
 
-/// Reads a child's output on a thread of its own: each line to the log, the tail, and
-/// (stdout) the line channel.
+/// Reads a child's stdout on a thread of its own: each line to the log and the line
+/// channel.
 fn pump(
     name: String,
     stream: impl std::io::Read + Send + 'static,
     shared: &Arc<ChildShared>,
     log: &Arc<Mutex<std::fs::File>>,
-    lines: Option<mpsc::UnboundedSender<String>>,
+    lines: mpsc::UnboundedSender<String>,
 ) -> std::io::Result<()> {
     let (shared, log) = (shared.clone(), log.clone());
     std::thread::Builder::new().name(name).spawn(move || {
         for line in BufReader::new(stream).lines().map_while(Result::ok) {
             let _ = writeln!(log.lock().unwrap_or_else(|e| e.into_inner()), "{line}");
-            shared.push_line(line.clone());
-            if let Some(tx) = &lines {
-                let _ = tx.send(line);
-            }
+            let _ = lines.send(line);
         }
         shared.open_streams.fetch_sub(1, Ordering::Release);
     })?;

@@ -411,6 +411,14 @@ pub fn a_killed_fleet_takes_its_servers_down_and_a_new_one_resumes(backend: Back
         .await;
         assert!(world_server_pids(&w).is_empty());
     });
+    // The server's last lines, written after its fleet was gone, are in its log.
+    let log = std::fs::read_to_string(env.data_dir().join("worlds").join(&w).join("server.log"))
+        .expect("server.log");
+    let last = log.lines().rev().take(5).collect::<Vec<_>>();
+    assert!(
+        log.lines().rev().take(10).any(|l| l.contains("server stopped")),
+        "the server's shutdown lines are missing from its log; its last lines: {last:?}"
+    );
     // A new fleet on the same store finds the world stopped, its segment closed, and
     // resumes it on the next join.
     let mut fleet = env.fleet(POLL);
