@@ -59,6 +59,15 @@ struct ServeArgs {
     /// How often player counts are read from the world servers.
     #[arg(long, default_value_t = 1.0, value_name = "S")]
     poll_interval_seconds: f64,
+    /// Refuse worlds whose terrain grid is wider than this many cells.
+    #[arg(long, default_value_t = crate::WorldLimits::default().terrain_grid_cells_max, value_name = "N")]
+    world_terrain_cells_max: u32,
+    /// Refuse worlds with more boids than this.
+    #[arg(long, default_value_t = crate::WorldLimits::default().boid_count_max, value_name = "N")]
+    world_boids_max: u32,
+    /// Run at most this many world servers at once (a join that would start one more is a 503).
+    #[arg(long, default_value_t = crate::WorldLimits::default().worlds_running_max, value_name = "N")]
+    worlds_running_max: u32,
 }
 
 fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
@@ -81,6 +90,15 @@ fn options(args: ServeArgs) -> anyhow::Result<FleetOptions> {
     o.ready_timeout = seconds("ready-timeout-seconds", args.ready_timeout_seconds)?;
     o.stop_timeout = seconds("stop-timeout-seconds", args.stop_timeout_seconds)?;
     o.poll_interval = seconds("poll-interval-seconds", args.poll_interval_seconds)?;
+    anyhow::ensure!(
+        args.worlds_running_max >= 1,
+        "--worlds-running-max must be at least 1"
+    );
+    o.limits = crate::WorldLimits {
+        terrain_grid_cells_max: args.world_terrain_cells_max,
+        boid_count_max: args.world_boids_max,
+        worlds_running_max: args.worlds_running_max,
+    };
     Ok(o)
 }
 

@@ -192,6 +192,25 @@ impl Fleet {
         slots.entry(id.to_string()).or_default().clone()
     }
 
+    /// World servers running now, besides the one of `own` (the caller holds its lock). A
+    /// slot busy starting or stopping counts as running. Two first joins of different
+    /// worlds racing past the limit can start one world more than it; the next join sees
+    /// them.
+    fn running_count(&self, own: &Arc<tokio::sync::Mutex<Slot>>) -> usize {
+        let slots: Vec<Arc<tokio::sync::Mutex<Slot>>> = {
+            let s = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            s.values().cloned().collect()
+        };
+        slots
+            .iter()
+            .filter(|slot| !Arc::ptr_eq(slot, own))
+            .filter(|slot| match slot.try_lock() {
+                Ok(s) => s.running.as_ref().is_some_and(|r| r.child.exit_info().is_none()),
+                Err(_) => true,
+            })
+            .count()
+    }
+
     pub(crate) fn drop_token(&self, generation: u64) {
         let mut t = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
         t.retain(|e| e.generation != generation);
@@ -215,8 +234,8 @@ impl Fleet {
         // An unknown world is a 404 before it gets a slot: slots are kept per world id, so
         // every distinct unknown id joined would otherwise stay in memory.
         self.world_row(id).await?;
-        let slot = self.slot(id);
-        let mut slot = slot.lock().await;
+        let own = self.slot(id);
+        let mut slot = own.lock().await;
         // Read again under the lock: a delete that held it before us has removed the world.
         let row = self.world_row(id).await?;
         if let Some(r) = &mut slot.running {
@@ -235,6 +254,16 @@ impl Fleet {
         }
         if let Some(r) = slot.running.take() {
             self.finalize(id, r).await?;
+        }
+        let running_max = self.options.limits.worlds_running_max as usize;
+        if self.running_count(&own) >= running_max {
+            return Err(FleetError::Unavailable {
+                world: id.to_string(),
+                reason: format!(
+                    "this fleet runs at most {running_max} worlds at once (--worlds-running-max)"
+                ),
+                log_tail: Vec::new(),
+            });
         }
         let (running, start_tick, resumed_from_seq) = self.start_server(&row).await?;
         let answer = JoinAnswer {

@@ -22,5 +22,5 @@ mod serve;
 pub mod store;
 
 pub use fleet::JoinAnswer;
-pub use options::{validate_world_id, FleetError, FleetOptions, WORLD_ID_BYTES_MAX};
+pub use options::{validate_world_id, FleetError, FleetOptions, WorldLimits, WORLD_ID_BYTES_MAX};
 pub use serve::{start, FleetHandle};

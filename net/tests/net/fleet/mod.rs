@@ -30,4 +30,5 @@ on_both_backends!(
     a_killed_fleet_takes_its_servers_down_and_a_new_one_resumes,
     answers_are_json_and_any_valid_id_runs,
     a_join_resets_the_idle_clock,
+    limits_refuse_big_worlds_and_cap_the_running_ones,
 );

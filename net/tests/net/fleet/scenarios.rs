@@ -531,3 +531,52 @@ pub fn a_join_resets_the_idle_clock(backend: Backend) {
         assert_eq!(third["ws_url"], first["ws_url"]);
     });
 }
+
+/// A fleet refuses worlds over its limits, naming the key and the flag, and starts no more
+/// world servers at once than it may (the join over the cap is a 503 saying why).
+pub fn limits_refuse_big_worlds_and_cap_the_running_ones(backend: Backend) {
+    let (a, b) = (world_id("limit-a", backend), world_id("limit-b", backend));
+    let env = Env::new(backend, "fleet-limits");
+    let fleet = env.fleet(&[
+        "--poll-interval-seconds",
+        "0.1",
+        "--world-terrain-cells-max",
+        "512",
+        "--world-boids-max",
+        "1000",
+        "--worlds-running-max",
+        "1",
+    ]);
+    runtime().block_on(async {
+        for (body, key, flag) in [
+            (
+                r#"{"terrain_grid_cells": 1024, "terrain_cell_size_mm": 1000, "world_size_mm": 1024000}"#,
+                "terrain_grid_cells",
+                "--world-terrain-cells-max",
+            ),
+            (
+                r#"{"terrain_grid_cells": 256, "terrain_cell_size_mm": 1000, "world_size_mm": 256000, "boid_count": 1001}"#,
+                "boid_count",
+                "--world-boids-max",
+            ),
+        ] {
+            let (s, r) = fleet.put(&a, body).await;
+            assert_eq!(s, 422, "{body}: {r}");
+            let error = r["error"].as_str().unwrap_or_default();
+            assert!(error.contains(key) && error.contains(flag), "{body}: {r}");
+        }
+        assert_eq!(fleet.put(&a, SMALL_WORLD).await.0, 201);
+        assert_eq!(fleet.put(&b, SMALL_WORLD).await.0, 201);
+        let (s, r) = fleet.join(&a).await;
+        assert_eq!(s, 200, "{r}");
+        let (s, r) = fleet.join(&b).await;
+        assert_eq!(s, 503, "{r}");
+        assert!(text(&r).contains("--worlds-running-max"), "{r}");
+        // The running world is still joinable, and once it stops the other may start.
+        assert_eq!(fleet.join(&a).await.0, 200);
+        assert_eq!(fleet.stop(&a).await.0, 200);
+        let (s, r) = fleet.join(&b).await;
+        assert_eq!(s, 200, "{r}");
+        assert_eq!(fleet.stop(&b).await.0, 200);
+    });
+}
