@@ -19,6 +19,8 @@ FP=$!
 trap 'kill $FP 2>/dev/null; wait $FP 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 100); do grep -q listening "$W/out.txt" && break; sleep 0.05; done
 URL=$(grep -o 'http://[^ ]*' "$W/out.txt")
+# Admin calls carry the fleet's admin token (made in the data folder on first start).
+ADMIN=(-H "Authorization: Bearer $(head -1 "$W/data/admin-token")")
 rss_kib() { awk '/VmRSS/{print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 servers_rss_kib() {
   local t=0
@@ -29,7 +31,7 @@ join_ms() { curl -s -o "$W/join.json" -w '%{time_total}' -X POST "$URL/api/world
 
 echo "worlds cold_join_ms fleet_ready_ms warm_p50_ms warm_max_ms fleet_rss_kib servers_rss_kib load1"
 for k in $(seq "$N"); do
-  curl -s -o /dev/null -X PUT "$URL/api/worlds/w$k" -d "$WORLD"
+  curl -s -o /dev/null "${ADMIN[@]}" -X PUT "$URL/api/worlds/w$k" -d "$WORLD"
   cold=$(join_ms "w$k")
   ready=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ready_ms"])' "$W/join.json")
   warm=()
@@ -51,10 +53,10 @@ p = sys.argv[1]
 size = os.path.getsize(p)
 os.truncate(p, size - 100 - 200)
 PY
-curl -s -o /dev/null -X PUT "$URL/api/worlds/played" -d '{}'
+curl -s -o /dev/null "${ADMIN[@]}" -X PUT "$URL/api/worlds/played" -d '{}'
 join_ms played > /dev/null
-curl -s -o /dev/null -X POST "$URL/api/worlds/played/stop"
-SEG=$(curl -s "$URL/api/worlds/played" | python3 -c 'import json,sys; print(json.load(sys.stdin)["segments"][-1]["recording_path"])')
+curl -s -o /dev/null "${ADMIN[@]}" -X POST "$URL/api/worlds/played/stop"
+SEG=$(curl -s "${ADMIN[@]}" "$URL/api/worlds/played" | python3 -c 'import json,sys; print(json.load(sys.stdin)["segments"][-1]["recording_path"])')
 cp "$W/played.mrec" "$W/data/$SEG"
 resumed=$(join_ms played)
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("resume after 10 min of play (crashed 540 ticks after a checkpoint): join_ms=%s fleet_ready_ms=%s start_tick=%s" % (sys.argv[2], j["ready_ms"], j["start_tick"]))' "$W/join.json" "$resumed"

@@ -15,17 +15,21 @@ use serde_json::json;
 
 use migratory_kernel::hex;
 
+use crate::admin::{require_admin, AdminToken};
 use crate::fleet::{Fleet, TokenCheck, WorldFiles};
 use crate::options::{validate_world_id, FleetError};
 
-pub(crate) fn router(fleet: Arc<Fleet>) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
+pub(crate) fn router(fleet: Arc<Fleet>, admin: Arc<AdminToken>) -> Router {
+    let admin_routes = Router::new()
         .route("/api/worlds", get(list))
         .route("/api/worlds/{id}", put(create).get(show).delete(delete))
-        .route("/api/worlds/{id}/join", post(join))
         .route("/api/worlds/{id}/stop", post(stop))
+        .route_layer(axum::middleware::from_fn_with_state(admin, require_admin));
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/api/worlds/{id}/join", post(join))
         .route("/internal/worlds/{id}/content", get(content))
+        .merge(admin_routes)
         .with_state(fleet)
         .layer(axum::middleware::map_response(json_errors))
 }

@@ -59,6 +59,10 @@ struct ServeArgs {
     /// How often player counts are read from the world servers.
     #[arg(long, default_value_t = 1.0, value_name = "S")]
     poll_interval_seconds: f64,
+    /// The admin token: the first line of this file (default: DATA_DIR/admin-token, made
+    /// with a random token when missing). Every admin call carries it as a Bearer token.
+    #[arg(long, value_name = "FILE")]
+    admin_token_file: Option<PathBuf>,
     /// Refuse worlds whose terrain grid is wider than this many cells.
     #[arg(long, default_value_t = crate::WorldLimits::default().terrain_grid_cells_max, value_name = "N")]
     world_terrain_cells_max: u32,
@@ -81,6 +85,7 @@ fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
 fn options(args: ServeArgs) -> anyhow::Result<FleetOptions> {
     let mut o = FleetOptions::new(args.listen, args.data_dir);
     o.database_url = args.database_url;
+    o.admin_token_file = args.admin_token_file;
     if let Some(bin) = args.server_bin {
         o.server_bin = bin;
     }

@@ -144,7 +144,7 @@ pub(crate) struct Fleet {
     pub(crate) generation: AtomicU64,
 }
 
-fn new_token() -> Result<String, FleetError> {
+pub(crate) fn new_token() -> Result<String, FleetError> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| FleetError::Io {
         context: "making a token".into(),

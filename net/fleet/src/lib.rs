@@ -4,7 +4,8 @@
 //! a crash or a kill loses no state. The reference is `net/fleet/FLEET.md`.
 //!
 //! Modules, top-down (each uses only those below it): `cli` (the command line), `serve`
-//! (`start`: store, reconcile, bind, reaper), `api` (the HTTP front), `fleet` (each
+//! (`start`: store, reconcile, bind, reaper), `api` (the HTTP front), `admin` (who may
+//! manage worlds), `fleet` (each
 //! world's life cycle), `process` (spawning, output, signals, exits), `store` (the state
 //! of record, SQLite or PostgreSQL), `options` (options, errors, the world id rule).
 //!
@@ -13,6 +14,7 @@
 //! its process. It does not link the game server: it runs it, and speaks to it only
 //! through `migratory-wire`'s contracts.
 
+mod admin;
 mod api;
 pub mod cli;
 mod fleet;
@@ -21,6 +23,7 @@ mod process;
 mod serve;
 pub mod store;
 
+pub use admin::ADMIN_TOKEN_FILE_NAME;
 pub use fleet::JoinAnswer;
 pub use options::{validate_world_id, FleetError, FleetOptions, WorldLimits, WORLD_ID_BYTES_MAX};
 pub use serve::{start, FleetHandle};

@@ -31,6 +31,8 @@ pub struct FleetOptions {
     pub poll_interval: Duration,
     /// What one fleet accepts to run.
     pub limits: WorldLimits,
+    /// The admin token's file (None: `DATA_DIR/admin-token`, made when missing).
+    pub admin_token_file: Option<PathBuf>,
 }
 
 /// Caps on what a world may ask for and on how many run at once: without them one PUT of
@@ -73,6 +75,7 @@ impl FleetOptions {
             stop_timeout: Duration::from_secs(10),
             poll_interval: Duration::from_secs(1),
             limits: WorldLimits::default(),
+            admin_token_file: None,
         }
     }
 }

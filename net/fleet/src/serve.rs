@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
 
+use crate::admin::AdminToken;
 use crate::api;
 use crate::fleet::Fleet;
 use crate::options::{io_err, FleetError, FleetOptions};
@@ -45,6 +46,8 @@ impl FleetHandle {
 pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
     std::fs::create_dir_all(&options.data_dir)
         .map_err(io_err(format!("creating {}", options.data_dir.display())))?;
+    let (admin, admin_path) = AdminToken::load(options.admin_token_file.as_deref(), &options.data_dir)?;
+    tracing::info!(file = %admin_path.display(), "admin calls take the token in this file");
     let store = Store::open(options.database_url.as_deref(), &options.data_dir).await?;
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -78,7 +81,7 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
             }
         })
     };
-    let app = api::router(fleet.clone());
+    let app = api::router(fleet.clone(), Arc::new(admin));
     let stop_rx = stop.clone();
     let task = tokio::spawn(async move {
         let server = axum::serve(listener, app).with_graceful_shutdown(async move {

@@ -197,7 +197,13 @@ impl Env {
         if let Some(pg) = &self.pg {
             cmd.arg("--database-url").arg(pg.url());
         }
-        Fleet::spawn(cmd, self.dir.path())
+        let mut fleet = Fleet::spawn(cmd, self.dir.path());
+        // The fleet makes its admin token before it listens.
+        let token_file = self.data_dir().join(migratory_fleet::ADMIN_TOKEN_FILE_NAME);
+        fleet.admin_token = std::fs::read_to_string(&token_file)
+            .ok()
+            .and_then(|t| t.lines().next().map(str::to_string));
+        fleet
     }
 }
 
@@ -206,6 +212,8 @@ pub struct Fleet {
     child: Child,
     pub url: String,
     stderr: PathBuf,
+    /// Sent with every call (None: the calls go without one).
+    pub admin_token: Option<String>,
 }
 
 impl Fleet {
@@ -233,7 +241,12 @@ impl Fleet {
             .unwrap_or_else(|| panic!("unexpected first line `{line}`"))
             .to_string();
         std::thread::spawn(move || for _ in out.lines() {});
-        Fleet { child, url, stderr }
+        Fleet {
+            child,
+            url,
+            stderr,
+            admin_token: None,
+        }
     }
 
     pub fn log(&self) -> String {
@@ -250,6 +263,7 @@ impl Fleet {
         let mut req =
             http::Request::new(method, format!("{}{path}", self.url)).timeout(Duration::from_secs(60));
         req.json = body.map(|b| b.as_bytes().to_vec());
+        req.bearer = self.admin_token.clone();
         let resp = req.send().await.expect("fleet request");
         (resp.status, resp.json().unwrap_or(serde_json::Value::Null))
     }

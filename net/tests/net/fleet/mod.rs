@@ -31,4 +31,5 @@ on_both_backends!(
     answers_are_json_and_any_valid_id_runs,
     a_join_resets_the_idle_clock,
     limits_refuse_big_worlds_and_cap_the_running_ones,
+    admin_calls_need_the_admin_token,
 );

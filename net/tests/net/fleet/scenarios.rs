@@ -580,3 +580,47 @@ pub fn limits_refuse_big_worlds_and_cap_the_running_ones(backend: Backend) {
         assert_eq!(fleet.stop(&b).await.0, 200);
     });
 }
+
+/// Admin calls need the fleet's admin token; joins do not. Without it, an anonymous DELETE
+/// with a player connected had deleted every recording of the world.
+pub fn admin_calls_need_the_admin_token(backend: Backend) {
+    let id = world_id("admin", backend);
+    let env = Env::new(backend, "fleet-admin");
+    let mut fleet = env.fleet(POLL);
+    let token = fleet.admin_token.clone().expect("the fleet made its admin token");
+    let mode = std::fs::metadata(env.data_dir().join(migratory_fleet::ADMIN_TOKEN_FILE_NAME))
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
+        .expect("token file");
+    assert_eq!(mode, 0o600, "the admin token file is readable by others");
+    runtime().block_on(async {
+        assert_eq!(fleet.put(&id, SMALL_WORLD).await.0, 201);
+        let (s, j) = fleet.join(&id).await;
+        assert_eq!(s, 200, "{j}");
+        for wrong in [None, Some("not-the-admin-token-at-all".to_string())] {
+            fleet.admin_token = wrong.clone();
+            for (method, path) in [
+                (Method::GET, "/api/worlds".to_string()),
+                (Method::GET, format!("/api/worlds/{id}")),
+                (Method::PUT, format!("/api/worlds/{id}")),
+                (Method::POST, format!("/api/worlds/{id}/stop")),
+                (Method::DELETE, format!("/api/worlds/{id}")),
+            ] {
+                let (s, b) = fleet.call(method.clone(), &path, Some(SMALL_WORLD)).await;
+                assert_eq!(s, 401, "{method} {path} with {wrong:?}: {b}");
+                assert!(b["error"].is_string(), "{b}");
+            }
+            // Players join without it.
+            let (s, j) = fleet.join(&id).await;
+            assert_eq!((s, j["started"].clone()), (200, Value::Bool(false)), "{j}");
+        }
+        fleet.admin_token = Some(token);
+        assert_eq!(fleet.show(&id).await["id"], id.as_str());
+        assert_eq!(
+            fleet
+                .call(Method::DELETE, &format!("/api/worlds/{id}"), None)
+                .await
+                .0,
+            204
+        );
+    });
+}
