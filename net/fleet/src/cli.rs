@@ -63,6 +63,10 @@ struct ServeArgs {
     /// with a random token when missing). Every admin call carries it as a Bearer token.
     #[arg(long, value_name = "FILE")]
     admin_token_file: Option<PathBuf>,
+    /// Kill a world server whose /status goes unanswered this many polls in a row (each
+    /// poll waits 2 s), so joins stop handing out its URL.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    health_failed_polls_max: u32,
     /// Refuse worlds whose terrain grid is wider than this many cells.
     #[arg(long, default_value_t = crate::WorldLimits::default().terrain_grid_cells_max, value_name = "N")]
     world_terrain_cells_max: u32,
@@ -86,6 +90,11 @@ fn options(args: ServeArgs) -> anyhow::Result<FleetOptions> {
     let mut o = FleetOptions::new(args.listen, args.data_dir);
     o.database_url = args.database_url;
     o.admin_token_file = args.admin_token_file;
+    anyhow::ensure!(
+        args.health_failed_polls_max >= 1,
+        "--health-failed-polls-max must be at least 1"
+    );
+    o.health_failed_polls_max = args.health_failed_polls_max;
     if let Some(bin) = args.server_bin {
         o.server_bin = bin;
     }

@@ -64,6 +64,8 @@ pub(crate) struct Running {
     pub(crate) start_tick: u32,
     pub(crate) players: u32,
     pub(crate) idle_since: Option<Instant>,
+    /// `/status` polls in a row that got no answer.
+    pub(crate) failed_polls: u32,
 }
 
 #[derive(Debug, Default)]
@@ -377,6 +379,7 @@ impl Fleet {
                 start_tick,
                 players: 0,
                 idle_since: None,
+                failed_polls: 0,
             },
             start_tick,
             resumed_from_seq,
@@ -599,6 +602,7 @@ impl Fleet {
             };
             match status {
                 Ok(s) => {
+                    r.failed_polls = 0;
                     r.players = s.players;
                     if s.players > 0 {
                         r.idle_since = None;
@@ -606,7 +610,22 @@ impl Fleet {
                         r.idle_since.get_or_insert_with(Instant::now);
                     }
                 }
-                Err(e) => tracing::debug!(world = %id, error = %e, "status poll failed"),
+                Err(e) => {
+                    r.failed_polls += 1;
+                    tracing::warn!(world = %id, failed = r.failed_polls, error = %e, "status poll failed");
+                }
+            }
+            // A server that stopped answering (stopped, wedged) is killed, so joins stop
+            // handing out its URL: the next join resumes the world from its recording.
+            if r.failed_polls >= self.options.health_failed_polls_max {
+                if let Some(r) = slot.running.take() {
+                    tracing::error!(world = %id, pid = r.child.pid, polls = r.failed_polls, "world server not answering /status; killing it");
+                    r.child.signal(libc::SIGKILL);
+                    if let Err(e) = self.finalize(&id, r).await {
+                        tracing::error!(world = %id, error = %e, "finalizing a killed world server failed");
+                    }
+                }
+                continue;
             }
             if r.idle_since
                 .is_some_and(|t| t.elapsed() >= self.options.idle_timeout)

@@ -33,6 +33,8 @@ pub struct FleetOptions {
     pub limits: WorldLimits,
     /// The admin token's file (None: `DATA_DIR/admin-token`, made when missing).
     pub admin_token_file: Option<PathBuf>,
+    /// A world server whose `/status` goes unanswered this many polls in a row is killed.
+    pub health_failed_polls_max: u32,
 }
 
 /// Caps on what a world may ask for and on how many run at once: without them one PUT of
@@ -76,6 +78,7 @@ impl FleetOptions {
             poll_interval: Duration::from_secs(1),
             limits: WorldLimits::default(),
             admin_token_file: None,
+            health_failed_polls_max: 5,
         }
     }
 }

@@ -32,4 +32,5 @@ on_both_backends!(
     a_join_resets_the_idle_clock,
     limits_refuse_big_worlds_and_cap_the_running_ones,
     admin_calls_need_the_admin_token,
+    a_server_that_stops_answering_is_replaced,
 );

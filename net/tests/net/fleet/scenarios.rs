@@ -624,3 +624,34 @@ pub fn admin_calls_need_the_admin_token(backend: Backend) {
         );
     });
 }
+
+/// A world server that stops answering (SIGSTOP) is killed after a few unanswered status
+/// polls, and the next join resumes the world on a new server instead of handing out the
+/// URL of one that will never answer.
+pub fn a_server_that_stops_answering_is_replaced(backend: Backend) {
+    let id = world_id("frozen", backend);
+    let env = Env::new(backend, "fleet-frozen");
+    let fleet = env.fleet(&["--poll-interval-seconds", "0.1", "--health-failed-polls-max", "2"]);
+    runtime().block_on(async {
+        assert_eq!(fleet.put(&id, SMALL_WORLD).await.0, 201);
+        let (s, first) = fleet.join(&id).await;
+        assert_eq!(s, 200, "{first}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let pids = world_server_pids(&id);
+        assert_eq!(pids.len(), 1);
+        // SAFETY: a signal to the world server this test's fleet started.
+        unsafe { libc::kill(pids[0] as libc::pid_t, libc::SIGSTOP) };
+        eventually(
+            "the frozen server to be killed",
+            Duration::from_secs(20),
+            async || !alive(pids[0]),
+        )
+        .await;
+        let (s, next) = fleet.join(&id).await;
+        assert_eq!(s, 200, "{next}");
+        assert_eq!(next["started"], true, "{next}");
+        assert_ne!(next["ws_url"], first["ws_url"]);
+        let shown = fleet.show(&id).await;
+        assert_eq!(segments(&shown)[0]["ended"], "crashed", "{shown}");
+    });
+}
