@@ -382,10 +382,10 @@ impl Sampler {
 }
 
 /// Waits for the bots, then sums up the hold and judges it against the thresholds.
-async fn judge(options: &SoakOptions, fleet: Fleet, sampler: Sampler, start: Instant) -> SoakReport {
+async fn judge(options: &SoakOptions, mut fleet: Fleet, sampler: Sampler, start: Instant) -> SoakReport {
     let total = *options.steps.last().unwrap_or(&0);
     let mut finished = Vec::with_capacity(fleet.handles.len());
-    for h in fleet.handles {
+    for h in std::mem::take(&mut fleet.handles) {
         if let Ok(s) = h.await {
             finished.push(s);
         }
@@ -397,12 +397,11 @@ async fn judge(options: &SoakOptions, fleet: Fleet, sampler: Sampler, start: Ins
         .hold_bytes_start
         .unwrap_or_else(|| vec![0; fleet.lives.len()]);
     let hold_secs = options.hold_seconds.max(1e-9);
-    let stall_percent = fleet.stall_percent;
     let per_bot_hold: Vec<f64> = fleet
         .lives
         .iter()
         .enumerate()
-        .filter(|&(i, l)| !bots::stalls(i as u32, stall_percent) && l.joined.load(Relaxed))
+        .filter(|&(i, l)| !fleet.stalled(i) && l.joined.load(Relaxed))
         .map(|(i, l)| (l.snapshot_bytes.load(Relaxed) - hold_start[i]) as f64 / hold_secs)
         .collect();
     let downstream = Distribution::of(per_bot_hold);

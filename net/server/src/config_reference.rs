@@ -109,13 +109,14 @@ fn group(v: i64) -> String {
     out
 }
 
-/// One row per numeric key, in the order of `default.toml`.
-fn rows(defaults: &toml::Table, prefix: &mut Vec<String>, out: &mut Vec<String>) {
-    for (key, value) in defaults_in_order(defaults, prefix) {
+/// One row per numeric key of `table` (at `prefix` in the defaults), in the order of
+/// `default.toml` (the table keeps it: toml's `preserve_order`).
+fn rows(defaults: &toml::Table, table: &toml::Table, prefix: &mut Vec<String>, out: &mut Vec<String>) {
+    for (key, value) in table {
         prefix.push(key.clone());
         let name = prefix.join(".");
-        match &value {
-            toml::Value::Table(_) => rows(defaults, prefix, out),
+        match value {
+            toml::Value::Table(inner) => rows(defaults, inner, prefix, out),
             toml::Value::Integer(d) => {
                 let (min, max) = integer_range(defaults, prefix, *d);
                 let allowed = if min == max {
@@ -150,42 +151,11 @@ fn bound(v: i64) -> String {
     }
 }
 
-/// The entries of the table at `path`, in the order `default.toml` writes them.
-fn defaults_in_order(defaults: &toml::Table, path: &[String]) -> Vec<(String, toml::Value)> {
-    let mut table = defaults;
-    for key in path {
-        if let Some(t) = table.get(key).and_then(toml::Value::as_table) {
-            table = t;
-        }
-    }
-    let mut entries: Vec<(usize, String, toml::Value)> = table
-        .iter()
-        .map(|(k, v)| {
-            let header = format!(
-                "[{}]",
-                path.iter().chain([k]).cloned().collect::<Vec<_>>().join(".")
-            );
-            let line = format!("\n{k} =");
-            let at = DEFAULT_CONFIG_TOML
-                .find(&header)
-                .or_else(|| {
-                    let section = format!("[{}]", path.join("."));
-                    let start = DEFAULT_CONFIG_TOML.find(&section).unwrap_or(0);
-                    DEFAULT_CONFIG_TOML[start..].find(&line).map(|i| start + i)
-                })
-                .unwrap_or(usize::MAX);
-            (at, k.clone(), v.clone())
-        })
-        .collect();
-    entries.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-    entries.into_iter().map(|(_, k, v)| (k, v)).collect()
-}
-
 /// The text of `CONFIG.md`.
 pub(crate) fn config_reference() -> String {
     let defaults: toml::Table = toml::from_str(DEFAULT_CONFIG_TOML).unwrap_or_default();
     let mut out = Vec::new();
-    rows(&defaults, &mut Vec::new(), &mut out);
+    rows(&defaults, &defaults, &mut Vec::new(), &mut out);
     format!(
         "# migratory-server: what each numeric config key accepts\n\n\
          Generated from the validation code by `net/server/src/config_reference.rs` (each key\n\

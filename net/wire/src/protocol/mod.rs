@@ -80,9 +80,10 @@ pub const ACK_BYTES: usize = 5;
 pub const PING_BYTES: usize = 9;
 pub const PONG_BYTES: usize = 13;
 
-/// Where each field of the small messages sits (byte 0 is always the type). The Rust
-/// encoders and decoders read and write through these, and the browser's `layout.js` is
-/// generated from them, so the two sides cannot disagree on an offset.
+/// Where each field of the small messages sits (byte 0 is always the type). The server's
+/// decoder and PONG's encoder read and write through these (the client encoders write the
+/// fields in order, which the compile-time checks below pin to the same offsets), and the
+/// browser's `layout.js` is generated from them, so the two sides cannot disagree on an offset.
 pub mod hello_layout {
     /// u16, read first so a later version may change the rest.
     pub const VERSION: usize = 1;
