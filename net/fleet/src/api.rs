@@ -1,11 +1,11 @@
 //! The fleet's HTTP front (JSON), as documented in `net/fleet/FLEET.md`: worlds (create, list,
-//! show, delete), join, `/healthz`, and the internal content route its world servers
-//! read with their tokens.
+//! show, delete), join, nodes, `/healthz`, and the internal routes its world servers use
+//! with their tokens (their content, and shipping their recordings).
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -18,17 +18,23 @@ use migratory_kernel::hex;
 use crate::admin::{require_admin, AdminToken};
 use crate::fleet::{Fleet, TokenCheck, WorldFiles};
 use crate::options::{validate_world_id, FleetError};
+use crate::store::{Append, WorldRow, CHUNK_BYTES_MAX};
 
 pub(crate) fn router(fleet: Arc<Fleet>, admin: Arc<AdminToken>) -> Router {
     let admin_routes = Router::new()
         .route("/api/worlds", get(list))
         .route("/api/worlds/{id}", put(create).get(show).delete(delete))
         .route("/api/worlds/{id}/stop", post(stop))
+        .route("/api/nodes", get(nodes))
         .route_layer(axum::middleware::from_fn_with_state(admin, require_admin));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/worlds/{id}/join", post(join))
         .route("/internal/worlds/{id}/content", get(content))
+        .route(
+            "/internal/worlds/{id}/segment",
+            post(segment).layer(axum::extract::DefaultBodyLimit::max(CHUNK_BYTES_MAX)),
+        )
         .merge(admin_routes)
         .with_state(fleet)
         .layer(axum::middleware::map_response(json_errors))
@@ -64,6 +70,7 @@ impl IntoResponse for FleetError {
             FleetError::Conflict { .. } => StatusCode::CONFLICT,
             FleetError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             FleetError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            FleetError::NodeInUse { .. } => StatusCode::CONFLICT,
             FleetError::Store(_) | FleetError::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE {
@@ -151,15 +158,28 @@ async fn create(
     }
 }
 
-/// A world's live state, from its slot (without waiting for a busy one).
-fn live(fleet: &Fleet, id: &str) -> serde_json::Value {
-    let slot = fleet.slot(id);
+/// A world's live state: from this node's slot (without waiting for a busy one), or from
+/// the store when another node with a live lease runs it.
+fn live(fleet: &Fleet, row: &WorldRow, live_nodes: &[String]) -> serde_json::Value {
+    if let Some(owner) = row.owner_node.as_deref().filter(|o| *o != fleet.node.id) {
+        return match (&row.ws_url, live_nodes.iter().any(|n| n == owner)) {
+            (Some(url), true) => {
+                json!({ "state": "running", "node": owner, "epoch": row.epoch, "ws_url": url })
+            }
+            (None, true) => json!({ "state": "starting", "node": owner, "epoch": row.epoch }),
+            // Its node is gone: the next join takes it over.
+            (_, false) => json!({ "state": "orphaned", "node": owner, "epoch": row.epoch }),
+        };
+    }
+    let slot = fleet.slot(&row.id);
     let Ok(slot) = slot.try_lock() else {
-        return json!({ "state": "busy" });
+        return json!({ "state": "busy", "node": fleet.node.id });
     };
     match &slot.running {
         Some(r) if r.child.exit_info().is_none() => json!({
             "state": "running",
+            "node": fleet.node.id,
+            "epoch": r.epoch,
             "pid": r.child.pid,
             "ws_url": r.ws_url,
             "players": r.players,
@@ -168,8 +188,20 @@ fn live(fleet: &Fleet, id: &str) -> serde_json::Value {
     }
 }
 
+async fn live_nodes(fleet: &Fleet) -> Result<Vec<String>, FleetError> {
+    Ok(fleet
+        .store
+        .nodes()
+        .await?
+        .into_iter()
+        .filter(|n| n.live)
+        .map(|n| n.id)
+        .collect())
+}
+
 async fn list(State(fleet): State<Arc<Fleet>>) -> Result<Json<serde_json::Value>, FleetError> {
     let rows = fleet.store.worlds().await?;
+    let nodes = live_nodes(&fleet).await?;
     let worlds: Vec<serde_json::Value> = rows
         .iter()
         .map(|w| {
@@ -177,7 +209,7 @@ async fn list(State(fleet): State<Arc<Fleet>>) -> Result<Json<serde_json::Value>
                 "id": w.id,
                 "config_hash": w.config_hash,
                 "created_unix_ms": w.created_unix_ms,
-                "server": live(&fleet, &w.id),
+                "server": live(&fleet, w, &nodes),
             })
         })
         .collect();
@@ -196,7 +228,7 @@ async fn show(
         "config": config,
         "config_hash": w.config_hash,
         "created_unix_ms": w.created_unix_ms,
-        "server": live(&fleet, &id),
+        "server": live(&fleet, &w, &live_nodes(&fleet).await?),
         "segments": segments,
     })))
 }
@@ -233,30 +265,93 @@ async fn stop(
     State(fleet): State<Arc<Fleet>>,
     Path(id): Path<String>,
 ) -> Result<Json<serde_json::Value>, FleetError> {
-    fleet.world_row(&id).await?;
+    let row = fleet.world_row(&id).await?;
+    if let Some(owner) = row.owner_node.filter(|o| *o != fleet.node.id) {
+        if fleet.store.node_live(&owner).await? {
+            return Err(FleetError::Conflict {
+                world: id,
+                reason: format!("runs on node `{owner}`: ask that node to stop it"),
+            });
+        }
+    }
     let stopped = fleet.stop(&id).await?;
     Ok(Json(json!({ "world": id, "stopped": stopped })))
 }
 
-/// `GET /internal/worlds/{id}/content` with `Authorization: Bearer TOKEN`.
-async fn content(State(fleet): State<Arc<Fleet>>, Path(id): Path<String>, headers: HeaderMap) -> Response {
-    let presented = headers
+/// `GET /api/nodes`: the nodes sharing the store, with their leases.
+async fn nodes(State(fleet): State<Arc<Fleet>>) -> Result<Json<serde_json::Value>, FleetError> {
+    let nodes = fleet.store.nodes().await?;
+    Ok(Json(json!({ "this_node": fleet.node.id, "nodes": nodes })))
+}
+
+fn bearer(headers: &HeaderMap) -> &str {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    match fleet.content_for(&id, presented) {
-        TokenCheck::Granted(content) => Json(*content).into_response(),
+        .unwrap_or("")
+}
+
+/// The answer to a token that grants nothing here.
+fn refused(check: TokenCheck, id: &str) -> Response {
+    match check {
         TokenCheck::Forbidden => (
             StatusCode::FORBIDDEN,
             Json(json!({ "error": format!("this token is not for world `{id}`") })),
         )
             .into_response(),
-        TokenCheck::Unauthorized => (
+        _ => (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer")],
             Json(json!({ "error": "no live token given" })),
         )
             .into_response(),
     }
+}
+
+/// `GET /internal/worlds/{id}/content` with `Authorization: Bearer TOKEN`.
+async fn content(State(fleet): State<Arc<Fleet>>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    match fleet.grant_for(&id, bearer(&headers)) {
+        Ok(grant) => Json(grant.content).into_response(),
+        Err(check) => refused(check, &id),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct SegmentQuery {
+    offset: u64,
+}
+
+/// `POST /internal/worlds/{id}/segment?offset=N` with the server's token: the recording's
+/// bytes from `offset`. 204 stored; 409 fenced (the world's epoch moved on); 422 a gap.
+async fn segment(
+    State(fleet): State<Arc<Fleet>>,
+    Path(id): Path<String>,
+    Query(q): Query<SegmentQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, FleetError> {
+    let grant = match fleet.grant_for(&id, bearer(&headers)) {
+        Ok(g) => g,
+        Err(check) => return Ok(refused(check, &id)),
+    };
+    Ok(match fleet.append(&grant, q.offset, &body).await? {
+        Append::Stored => StatusCode::NO_CONTENT.into_response(),
+        Append::Fenced { epoch_now } => (
+            StatusCode::CONFLICT,
+            Json(json!({
+                "error": format!("fenced: world `{id}` is at epoch {epoch_now}, this server ran under {}", grant.epoch),
+                "epoch": epoch_now,
+            })),
+        )
+            .into_response(),
+        Append::Gap { stored_bytes } => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({
+                "error": format!("offset {} is past the {stored_bytes} bytes stored", q.offset),
+                "stored_bytes": stored_bytes,
+            })),
+        )
+            .into_response(),
+    })
 }

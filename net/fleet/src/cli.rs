@@ -73,6 +73,23 @@ struct ServeArgs {
     /// Refuse worlds with more boids than this.
     #[arg(long, default_value_t = crate::WorldLimits::default().boid_count_max, value_name = "N")]
     world_boids_max: u32,
+    /// This node's id among the nodes sharing the store (default: the host name).
+    #[arg(long, value_name = "ID")]
+    node_id: Option<String>,
+    /// The host clients reach this node's world servers at (every ws_url's host).
+    #[arg(long, default_value = "127.0.0.1", value_name = "HOST")]
+    advertise_host: String,
+    /// The address world servers listen on (0.0.0.0 in deployments, with --advertise-host).
+    #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
+    world_bind: std::net::IpAddr,
+    /// A node that has not renewed its lease in the store for this long is presumed dead:
+    /// the next join of one of its worlds on another node takes it over.
+    #[arg(long, default_value_t = 5.0, value_name = "S")]
+    lease_seconds: f64,
+    /// With PostgreSQL, how often world servers ship their recordings to the store (a
+    /// machine that dies loses at most this much more than the last recorded block).
+    #[arg(long, default_value_t = 0.25, value_name = "S")]
+    ship_interval_seconds: f64,
     /// Run at most this many world servers at once (a join that would start one more is a 503).
     #[arg(long, default_value_t = crate::WorldLimits::default().worlds_running_max, value_name = "N")]
     worlds_running_max: u32,
@@ -108,6 +125,32 @@ fn options(args: ServeArgs) -> anyhow::Result<FleetOptions> {
         args.worlds_running_max >= 1,
         "--worlds-running-max must be at least 1"
     );
+    if let Some(id) = args.node_id {
+        crate::options::validate_world_id(&id)
+            .map_err(|_| anyhow::anyhow!("--node-id `{id}` must be 1 to 64 of a-z, 0-9, '-' and '_'"))?;
+        o.node_id = id;
+    }
+    anyhow::ensure!(
+        !args.advertise_host.is_empty() && !args.advertise_host.contains(['/', '@', ' ', '?', '#']),
+        "--advertise-host must be a host name or address, not `{}`",
+        args.advertise_host
+    );
+    anyhow::ensure!(
+        args.world_bind.is_loopback() || args.advertise_host != "127.0.0.1",
+        "--world-bind {} lets other machines connect, but --advertise-host is still 127.0.0.1: \
+         give the host they reach this machine at",
+        args.world_bind
+    );
+    o.advertise_host = args.advertise_host;
+    o.world_bind = args.world_bind;
+    anyhow::ensure!(
+        args.lease_seconds >= 1.0 && args.lease_seconds <= crate::options::LEASE_SECONDS_MAX,
+        "--lease-seconds must be 1 to {}, not {}",
+        crate::options::LEASE_SECONDS_MAX,
+        args.lease_seconds
+    );
+    o.lease = Duration::from_secs_f64(args.lease_seconds);
+    o.ship_interval = seconds("ship-interval-seconds", args.ship_interval_seconds)?;
     o.limits = crate::WorldLimits {
         terrain_grid_cells_max: args.world_terrain_cells_max,
         boid_count_max: args.world_boids_max,

@@ -13,18 +13,19 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use migratory_kernel::hex;
 use tokio::sync::watch;
 
-use migratory_wire::fleet::{parse_ready_line, ServerStatus, WorldContent, STATUS_PATH};
+use migratory_wire::fleet::{ServerStatus, WorldContent};
 use migratory_wire::http::{self, HttpError};
 
-use crate::options::{io_err, validate_world_id, FleetError, FleetOptions};
-use crate::process::{self, ChildProc, ExitInfo, SpawnSpec, Spawner};
+use crate::node::Node;
+use crate::options::{validate_world_id, FleetError, FleetOptions};
+use crate::process::{self, ChildProc, ExitInfo, Spawner};
 use crate::store::{Ended, SegmentEnd, Store, WorldRow};
 
 /// Where a world's files live under the data folder: `worlds/{id}/segments/*.mrec` and
@@ -59,6 +60,8 @@ pub(crate) struct Running {
     pub(crate) generation: u64,
     pub(crate) ws_url: String,
     pub(crate) status_url: String,
+    /// The world's fencing epoch this server runs under.
+    pub(crate) epoch: i64,
     pub(crate) segment_seq: Option<i64>,
     /// The tick the session started from (0, or the resumed tick).
     pub(crate) start_tick: u32,
@@ -73,18 +76,27 @@ pub(crate) struct Slot {
     pub(crate) running: Option<Running>,
 }
 
-/// A live token: its hash, its world and what it may read.
+/// A live token: its hash, its world and what it may read and write.
 #[derive(Debug)]
 pub(crate) struct TokenEntry {
     pub(crate) generation: u64,
     pub(crate) hash: blake3::Hash,
+    pub(crate) grant: Grant,
+}
+
+/// What a world server's token lets it do: read its content, and append to its segment
+/// under its epoch.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Grant {
     pub(crate) content: WorldContent,
+    pub(crate) epoch: i64,
+    pub(crate) segment_seq: i64,
 }
 
 /// What a token presented to the internal API may do.
 #[derive(Debug, PartialEq)]
 pub(crate) enum TokenCheck {
-    Granted(Box<WorldContent>),
+    Granted(Box<Grant>),
     /// A live token of another world.
     Forbidden,
     /// No live token.
@@ -102,7 +114,7 @@ fn check_token(entries: &[TokenEntry], world_id: &str, presented: &str) -> Token
         }
     }
     match found {
-        Some(e) if e.content.world_id == world_id => TokenCheck::Granted(Box::new(e.content.clone())),
+        Some(e) if e.grant.content.world_id == world_id => TokenCheck::Granted(Box::new(e.grant.clone())),
         Some(_) => TokenCheck::Forbidden,
         None => TokenCheck::Unauthorized,
     }
@@ -113,6 +125,10 @@ fn check_token(entries: &[TokenEntry], world_id: &str, presented: &str) -> Token
 pub struct JoinAnswer {
     pub world: String,
     pub ws_url: String,
+    /// The node running the world's server.
+    pub node: String,
+    /// The world's fencing epoch: a new one means a new server.
+    pub epoch: i64,
     /// True when this join started the server.
     pub started: bool,
     /// The tick the running session started from (0 for a fresh world).
@@ -144,6 +160,16 @@ pub(crate) struct Fleet {
     pub(crate) slots: Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
     pub(crate) tokens: Mutex<Vec<TokenEntry>>,
     pub(crate) generation: AtomicU64,
+    pub(crate) node: Node,
+}
+
+/// One look at a join, under the world's lock.
+enum JoinStep {
+    Answer(JoinAnswer),
+    /// Another node owns the world and is starting its server: ask again shortly.
+    StartingOn(String),
+    /// Another node claimed the world between our read and our claim: read again.
+    Lost,
 }
 
 pub(crate) fn new_token() -> Result<String, FleetError> {
@@ -156,7 +182,7 @@ pub(crate) fn new_token() -> Result<String, FleetError> {
 }
 
 /// Waits for the exit a watch reports.
-async fn exit_of(rx: &mut watch::Receiver<Option<ExitInfo>>) -> ExitInfo {
+pub(crate) async fn exit_of(rx: &mut watch::Receiver<Option<ExitInfo>>) -> ExitInfo {
     loop {
         if let Some(e) = *rx.borrow_and_update() {
             return e;
@@ -230,32 +256,83 @@ impl Fleet {
         })
     }
 
-    /// Ensures the world's server runs and is ready.
+    /// Ensures the world's server runs and is ready, here or on the node that owns it.
     pub(crate) async fn join(self: &Arc<Self>, id: &str) -> Result<JoinAnswer, FleetError> {
         let t0 = Instant::now();
         // An unknown world is a 404 before it gets a slot: slots are kept per world id, so
         // every distinct unknown id joined would otherwise stay in memory.
         self.world_row(id).await?;
+        let deadline = t0 + self.options.ready_timeout;
+        loop {
+            match self.join_step(id, t0).await? {
+                JoinStep::Answer(a) => return Ok(a),
+                JoinStep::Lost => continue,
+                JoinStep::StartingOn(node) => {
+                    if Instant::now() >= deadline {
+                        return Err(FleetError::Unavailable {
+                            world: id.to_string(),
+                            reason: format!(
+                                "node `{node}` is starting its server and was not ready within {:.1} s",
+                                self.options.ready_timeout.as_secs_f64()
+                            ),
+                            log_tail: Vec::new(),
+                        });
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    async fn join_step(self: &Arc<Self>, id: &str, t0: Instant) -> Result<JoinStep, FleetError> {
         let own = self.slot(id);
         let mut slot = own.lock().await;
-        // Read again under the lock: a delete that held it before us has removed the world.
+        // Read under the lock: a delete that held it before us has removed the world.
         let row = self.world_row(id).await?;
+        let ours = row.owner_node.as_deref() == Some(self.node.id.as_str());
         if let Some(r) = &mut slot.running {
             if r.child.exit_info().is_none() {
-                // A join is activity: the joiner gets a whole idle timeout to connect.
-                r.idle_since = None;
-                return Ok(JoinAnswer {
-                    world: id.to_string(),
-                    ws_url: r.ws_url.clone(),
-                    started: false,
-                    start_tick: r.start_tick,
-                    resumed_from_seq: None,
-                    ready_ms: 0,
-                });
+                if ours && row.epoch == r.epoch {
+                    // A join is activity: the joiner gets a whole idle timeout to connect.
+                    r.idle_since = None;
+                    return Ok(JoinStep::Answer(JoinAnswer {
+                        world: id.to_string(),
+                        ws_url: r.ws_url.clone(),
+                        node: self.node.id.clone(),
+                        epoch: r.epoch,
+                        started: false,
+                        start_tick: r.start_tick,
+                        resumed_from_seq: None,
+                        ready_ms: 0,
+                    }));
+                }
+                // The world moved on without this server (this node's lease lapsed and
+                // another took it over): its appends are refused already; stop it now.
+                tracing::warn!(world = %id, epoch = r.epoch, now = row.epoch, owner = ?row.owner_node, "this node's server of the world is fenced; killing it");
+                r.child.signal(libc::SIGKILL);
             }
         }
         if let Some(r) = slot.running.take() {
             self.finalize(id, r).await?;
+        }
+        if let Some(owner) = row.owner_node.as_deref().filter(|o| *o != self.node.id) {
+            if self.store.node_live(owner).await? {
+                let Some(ws_url) = row.ws_url.clone() else {
+                    return Ok(JoinStep::StartingOn(owner.to_string()));
+                };
+                let segments = self.store.segments(id).await?;
+                let start_tick = segments.last().map_or(0, |s| s.first_tick as u32);
+                return Ok(JoinStep::Answer(JoinAnswer {
+                    world: id.to_string(),
+                    ws_url,
+                    node: owner.to_string(),
+                    epoch: row.epoch,
+                    started: false,
+                    start_tick,
+                    resumed_from_seq: None,
+                    ready_ms: 0,
+                }));
+            }
         }
         let running_max = self.options.limits.worlds_running_max as usize;
         if self.running_count(&own) >= running_max {
@@ -267,10 +344,25 @@ impl Fleet {
                 log_tail: Vec::new(),
             });
         }
-        let (running, start_tick, resumed_from_seq) = self.start_server(&row).await?;
+        let Some(epoch) = self.store.claim_world(id, &self.node.id, row.epoch).await? else {
+            return Ok(JoinStep::Lost);
+        };
+        if let Some(owner) = row.owner_node.as_deref().filter(|o| *o != self.node.id) {
+            tracing::warn!(world = %id, from = %owner, epoch, "taking the world over from a node whose lease lapsed");
+        }
+        let (running, start_tick, resumed_from_seq) = match self.start_server(&row, epoch).await {
+            Ok(x) => x,
+            Err(e) => {
+                // Give the world up, so the next join (on any node) tries again.
+                self.store.set_server(id, &self.node.id, epoch, None).await?;
+                return Err(e);
+            }
+        };
         let answer = JoinAnswer {
             world: id.to_string(),
             ws_url: running.ws_url.clone(),
+            node: self.node.id.clone(),
+            epoch,
             started: true,
             start_tick,
             resumed_from_seq,
@@ -278,7 +370,7 @@ impl Fleet {
         };
         self.watch_exit(id, &running);
         slot.running = Some(running);
-        Ok(answer)
+        Ok(JoinStep::Answer(answer))
     }
 
     /// When the child exits by itself (a crash, a kill), closes its segment.
@@ -302,200 +394,6 @@ impl Fleet {
         });
     }
 
-    /// Starts the world's server: resume from its newest segment, if any.
-    pub(crate) async fn start_server(
-        &self,
-        row: &WorldRow,
-    ) -> Result<(Running, u32, Option<i64>), FleetError> {
-        let id = row.id.as_str();
-        let files = WorldFiles::new(&self.options.data_dir, id);
-        std::fs::create_dir_all(files.segments_dir())
-            .map_err(io_err(format!("creating {}", files.segments_dir().display())))?;
-        // A segment still marked running has no server (this world's lock is held and none
-        // runs): close it from its recording first, so the resume starts from its end.
-        for seg in self.store.segments(id).await? {
-            if seg.ended == Ended::Running {
-                self.close_from_recording(id, seg.seq, &seg.recording_path, seg.first_tick)
-                    .await?;
-            }
-        }
-        let segments = self.store.segments(id).await?;
-        let resume = segments.iter().rev().find(|s| s.last_tick.is_some());
-        let resume_from = resume.map(|s| self.options.data_dir.join(&s.recording_path));
-        let resumed_from_seq = resume.map(|s| s.seq);
-        let config: serde_json::Value =
-            serde_json::from_str(&row.config_json).map_err(|e| FleetError::Invalid {
-                reason: format!("stored config of `{id}` is not JSON: {e}"),
-            })?;
-        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
-        let token = new_token()?;
-        self.tokens
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(TokenEntry {
-                generation,
-                hash: blake3::hash(token.as_bytes()),
-                content: WorldContent {
-                    world_id: id.to_string(),
-                    config,
-                    record_dir: files.segments_dir(),
-                    resume_from,
-                },
-            });
-        let result = self.spawn_ready(id, &files, token, generation).await;
-        let (child, ws_url) = match result {
-            Ok(x) => x,
-            Err(e) => {
-                self.drop_token(generation);
-                return Err(e);
-            }
-        };
-        let registered = self.register(id, &child, &ws_url, resumed_from_seq).await;
-        let (status_url, segment_seq, start_tick) = match registered {
-            Ok(r) => r,
-            Err(e) => {
-                // A server the fleet cannot account for must not keep running.
-                child.signal(libc::SIGKILL);
-                child.wait().await;
-                self.drop_token(generation);
-                return Err(match e {
-                    FleetError::Unavailable { world, reason, .. } => FleetError::Unavailable {
-                        world,
-                        reason,
-                        log_tail: child.log_tail(),
-                    },
-                    e => e,
-                });
-            }
-        };
-        tracing::info!(world = %id, pid = child.pid, %ws_url, start_tick, resumed_from_seq, "world server ready");
-        Ok((
-            Running {
-                child,
-                generation,
-                ws_url,
-                status_url,
-                segment_seq,
-                start_tick,
-                players: 0,
-                idle_since: None,
-                failed_polls: 0,
-            },
-            start_tick,
-            resumed_from_seq,
-        ))
-    }
-
-    /// Once a server is ready: reads its `/status`, opens its segment and records it in
-    /// the store. Returns its status URL, its segment and its start tick.
-    pub(crate) async fn register(
-        &self,
-        id: &str,
-        child: &ChildProc,
-        ws_url: &str,
-        resumed_from_seq: Option<i64>,
-    ) -> Result<(String, Option<i64>, u32), FleetError> {
-        let unavailable = |reason: String| FleetError::Unavailable {
-            world: id.to_string(),
-            reason,
-            log_tail: Vec::new(),
-        };
-        let status_url = ws_url
-            .strip_prefix("ws://")
-            .and_then(|rest| rest.split('/').next())
-            .map(|host| format!("http://{host}{STATUS_PATH}"))
-            .ok_or_else(|| unavailable(format!("unexpected ready line `{ws_url}`")))?;
-        let status = self
-            .status(&status_url)
-            .await
-            .map_err(|e| unavailable(format!("its /status did not answer: {e}")))?;
-        let segment_seq = match &status.recording {
-            Some(path) => {
-                let rel = path
-                    .strip_prefix(&self.options.data_dir)
-                    .unwrap_or(path)
-                    .display()
-                    .to_string();
-                Some(
-                    self.store
-                        .open_segment(id, &rel, status.start_tick, resumed_from_seq)
-                        .await?,
-                )
-            }
-            None => None,
-        };
-        self.store.set_server(id, Some((child.pid, ws_url))).await?;
-        Ok((status_url, segment_seq, status.start_tick))
-    }
-
-    /// Spawns the child and waits for its ready line; kills it if it is late.
-    pub(crate) async fn spawn_ready(
-        &self,
-        id: &str,
-        files: &WorldFiles,
-        token: String,
-        generation: u64,
-    ) -> Result<(ChildProc, String), FleetError> {
-        let spec = SpawnSpec {
-            program: self.options.server_bin.clone(),
-            args: vec![
-                "serve".into(),
-                "--listen".into(),
-                "127.0.0.1:0".into(),
-                "--shards".into(),
-                self.options.shards.to_string(),
-                "--fleet-url".into(),
-                self.url.clone(),
-                // One argument: an id may start with '-', which as a separate argument would
-                // read as a flag.
-                process::world_id_arg(id),
-            ],
-            stdin_secret: token,
-            log_path: files.log_path(),
-        };
-        let mut child = self
-            .spawner
-            .spawn(spec)
-            .await
-            .map_err(|e| FleetError::Unavailable {
-                world: id.to_string(),
-                reason: format!("starting {} failed: {e}", self.options.server_bin.display()),
-                log_tail: Vec::new(),
-            })?;
-        tracing::debug!(world = %id, pid = child.pid, generation, "world server spawned");
-        let mut exit = child.exit_watch();
-        let deadline = tokio::time::sleep(self.options.ready_timeout);
-        tokio::pin!(deadline);
-        let failure = loop {
-            tokio::select! {
-                line = child.stdout_lines.recv() => match line {
-                    Some(l) => {
-                        if let Some(url) = parse_ready_line(&l) {
-                            return Ok((child, url.to_string()));
-                        }
-                    }
-                    None => break format!("the world server exited before it was ready ({})", exit_of(&mut exit).await),
-                },
-                info = exit_of(&mut exit) => break format!("the world server exited before it was ready ({info})"),
-                _ = &mut deadline => {
-                    child.signal(libc::SIGKILL);
-                    let info = child.wait().await;
-                    break format!(
-                        "the world server was not ready within {:.1} s and was killed ({info})",
-                        self.options.ready_timeout.as_secs_f64()
-                    );
-                }
-            }
-        };
-        // The output threads end with the child's pipes; give them a moment to drain.
-        child.drained(Duration::from_secs(1)).await;
-        Err(FleetError::Unavailable {
-            world: id.to_string(),
-            reason: failure,
-            log_tail: child.log_tail(),
-        })
-    }
-
     pub(crate) async fn status(&self, url: &str) -> Result<ServerStatus, StatusError> {
         let response = http::Request::new(http::Method::GET, url)
             .timeout(Duration::from_secs(2))
@@ -514,23 +412,36 @@ impl Fleet {
         self.drop_token(running.generation);
         if let Some(seq) = running.segment_seq {
             let segments = self.store.segments(id).await?;
-            if let Some(seg) = segments.iter().find(|s| s.seq == seq) {
-                let mut end = self
+            if let Some(seg) = segments
+                .iter()
+                .find(|s| s.seq == seq && s.ended == Ended::Running)
+            {
+                // What the server wrote but had not shipped (its last interval, its end
+                // record) goes to the store now, unless the world has moved on.
+                self.ship_tail(id, seq, running.epoch, &seg.recording_path)
+                    .await?;
+                let end = self
                     .close_from_recording(id, seq, &seg.recording_path, seg.first_tick)
                     .await?;
                 if !info.success() && end.ended == Ended::Stopped {
                     // Ended cleanly on disk, but the process failed after: still a crash.
-                    end.ended = Ended::Crashed;
-                    self.store.close_segment(id, seq, &end).await?;
+                    self.store.mark_crashed(id, seq).await?;
                 }
                 tracing::info!(world = %id, seq, last_tick = end.last_tick, ended = ?end.ended, exit = %info, "segment closed");
             }
         }
-        self.store.set_server(id, None).await?;
+        if !self
+            .store
+            .set_server(id, &self.node.id, running.epoch, None)
+            .await?
+        {
+            tracing::info!(world = %id, epoch = running.epoch, "the world had moved on to another node; left as it is");
+        }
         Ok(())
     }
 
-    /// Closes a segment with what its recording says (its server has exited).
+    /// Closes a segment with what its recording says (its server has exited). With a
+    /// shared store, what the store holds is the recording.
     pub(crate) async fn close_from_recording(
         &self,
         id: &str,
@@ -538,6 +449,7 @@ impl Fleet {
         recording_path: &str,
         first_tick: i64,
     ) -> Result<SegmentEnd, FleetError> {
+        self.materialize(id, seq, recording_path).await?;
         let path = self.options.data_dir.join(recording_path);
         let end = tokio::task::spawn_blocking(move || segment_end(&path, first_tick))
             .await
@@ -640,11 +552,20 @@ impl Fleet {
         }
     }
 
-    /// At start: servers the store says were running belong to a fleet that is gone.
-    /// Any that still live are stopped (SIGTERM, then SIGKILL), and every segment left
-    /// open is closed from its recording.
+    /// At start: servers the store says this node was running belong to an earlier
+    /// incarnation of it that is gone. Any that still live are stopped (SIGTERM, then
+    /// SIGKILL), every segment they left open is closed from its recording, and their
+    /// worlds are given up. Other nodes' worlds are theirs.
     pub(crate) async fn reconcile(&self) -> Result<(), FleetError> {
         for row in self.store.worlds().await? {
+            // A store from before nodes had owners: its worlds were this single node's.
+            let ours = match row.owner_node.as_deref() {
+                Some(o) => o == self.node.id,
+                None => row.server_pid.is_some(),
+            };
+            if !ours {
+                continue;
+            }
             if let Some(pid) = row.server_pid.and_then(|p| u32::try_from(p).ok()) {
                 if process::is_world_server(pid, &row.id, &self.options.server_bin) {
                     tracing::warn!(world = %row.id, pid, "stopping a world server left by an earlier fleet");
@@ -665,12 +586,16 @@ impl Fleet {
             }
             for seg in self.store.segments(&row.id).await? {
                 if seg.ended == Ended::Running {
+                    self.ship_tail(&row.id, seg.seq, seg.epoch, &seg.recording_path)
+                        .await?;
                     self.close_from_recording(&row.id, seg.seq, &seg.recording_path, seg.first_tick)
                         .await?;
                 }
             }
-            if row.server_pid.is_some() {
-                self.store.set_server(&row.id, None).await?;
+            if let Some(owner) = &row.owner_node {
+                self.store.set_server(&row.id, owner, row.epoch, None).await?;
+            } else {
+                self.store.release_legacy(&row.id).await?;
             }
         }
         Ok(())
@@ -685,11 +610,17 @@ mod tests {
         TokenEntry {
             generation,
             hash: blake3::hash(token.as_bytes()),
-            content: WorldContent {
-                world_id: world.into(),
-                config: serde_json::json!({}),
-                record_dir: PathBuf::from("/x"),
-                resume_from: None,
+            grant: Grant {
+                content: WorldContent {
+                    world_id: world.into(),
+                    config: serde_json::json!({}),
+                    record_dir: PathBuf::from("/x"),
+                    resume_from: None,
+                    ship_interval_ms: None,
+                    epoch: 1,
+                },
+                epoch: 1,
+                segment_seq: 1,
             },
         }
     }
@@ -697,7 +628,9 @@ mod tests {
     #[test]
     pub(crate) fn a_token_reads_its_own_world_only() {
         let entries = [entry(1, "a", "t-a"), entry(2, "b", "t-b")];
-        assert!(matches!(check_token(&entries, "a", "t-a"), TokenCheck::Granted(c) if c.world_id == "a"));
+        assert!(
+            matches!(check_token(&entries, "a", "t-a"), TokenCheck::Granted(c) if c.content.world_id == "a")
+        );
         assert_eq!(check_token(&entries, "b", "t-a"), TokenCheck::Forbidden);
         assert_eq!(check_token(&entries, "a", "t-c"), TokenCheck::Unauthorized);
         assert_eq!(check_token(&entries, "a", ""), TokenCheck::Unauthorized);

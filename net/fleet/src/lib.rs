@@ -4,23 +4,29 @@
 //! a crash or a kill loses no state. The reference is `net/fleet/FLEET.md`.
 //!
 //! Modules, top-down (each uses only those below it): `cli` (the command line), `serve`
-//! (`start`: store, reconcile, bind, reaper), `api` (the HTTP front), `admin` (who may
-//! manage worlds), `fleet` (each
-//! world's life cycle), `process` (spawning, output, signals, exits), `store` (the state
-//! of record, SQLite or PostgreSQL), `options` (options, errors, the world id rule).
+//! (`start`: store, node registration, reconcile, bind, reaper, heartbeat), `api` (the
+//! HTTP front), `admin` (who may manage worlds), `node` (this node's lease), `shipping`
+//! (segments on this disk or in the shared store), `start` (a world's server started
+//! here), `fleet` (each world's life cycle),
+//! `process` (spawning, output, signals, exits), `store` (the state of record, SQLite or
+//! PostgreSQL), `options` (options, errors, the world id rule).
 //!
-//! Invariants: the fleet never touches a world's state, only processes and files; the
-//! store holds metadata, the recordings are the truth; a token lives exactly as long as
-//! its process. It does not link the game server: it runs it, and speaks to it only
+//! Invariants: the fleet never touches a world's state, only processes and bytes; the
+//! store holds metadata (and, with PostgreSQL, every segment's bytes), the recordings are
+//! the truth; a token lives exactly as long as its process; only a world's owner node at
+//! its current epoch changes the world's row or appends to its segments. It does not link the game server: it runs it, and speaks to it only
 //! through `migratory-wire`'s contracts.
 
 mod admin;
 mod api;
 pub mod cli;
 mod fleet;
+mod node;
 mod options;
 mod process;
 mod serve;
+mod shipping;
+mod start;
 pub mod store;
 
 pub use admin::ADMIN_TOKEN_FILE_NAME;

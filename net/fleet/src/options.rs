@@ -1,7 +1,7 @@
 //! How the fleet runs, and what goes wrong: `FleetOptions`, `FleetError` (which decides
 //! each HTTP answer's status by variant), and the world id rule.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -35,7 +35,22 @@ pub struct FleetOptions {
     pub admin_token_file: Option<PathBuf>,
     /// A world server whose `/status` goes unanswered this many polls in a row is killed.
     pub health_failed_polls_max: u32,
+    /// This node's name in the store (unique among the nodes sharing it).
+    pub node_id: String,
+    /// The host clients reach this node's world servers at: the host of every `ws_url`
+    /// this node hands out.
+    pub advertise_host: String,
+    /// The address world servers listen on (port: any free one).
+    pub world_bind: IpAddr,
+    /// A node that has not renewed its lease for this long is presumed dead, and its
+    /// worlds are taken over by the next join on another node.
+    pub lease: Duration,
+    /// With a shared store, how often world servers ship their recordings to it.
+    pub ship_interval: Duration,
 }
+
+/// Longest `--lease-seconds`: a dead node's worlds wait this long for a takeover.
+pub const LEASE_SECONDS_MAX: f64 = 60.0;
 
 /// Caps on what a world may ask for and on how many run at once: without them one PUT of
 /// an 8,192-cell terrain took 15 s to start and 1.35 GB, and a million boids ran 83 ms
@@ -79,8 +94,22 @@ impl FleetOptions {
             limits: WorldLimits::default(),
             admin_token_file: None,
             health_failed_polls_max: 5,
+            node_id: default_node_id(),
+            advertise_host: "127.0.0.1".into(),
+            world_bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            lease: Duration::from_secs(5),
+            ship_interval: Duration::from_millis(250),
         }
     }
+}
+
+/// The machine's host name (a node id unique per machine), or `node` without one.
+fn default_node_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_ascii_lowercase())
+        .filter(|h| validate_world_id(h).is_ok())
+        .unwrap_or_else(|| "node".into())
 }
 
 /// A world id: 1 to 64 of `a-z`, `0-9`, `-` and `_` (it names a folder).
@@ -101,6 +130,11 @@ pub enum FleetError {
         reason: String,
         log_tail: Vec<String>,
     },
+    #[error(
+        "node id `{node}` is held by another running fleet node (its lease has {lease_left_ms} ms \
+         left): give this node another --node-id, or stop that one"
+    )]
+    NodeInUse { node: String, lease_left_ms: i64 },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{context}: {source}")]

@@ -1,5 +1,6 @@
-//! Starting a fleet: open the store, reconcile it with the processes that exist, bind,
-//! then serve the API and run the idle reaper until stopped.
+//! Starting a fleet node: open the store, register the node, reconcile the store with the
+//! processes that exist, bind, then serve the API, run the idle reaper and renew the
+//! lease until stopped.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -12,6 +13,7 @@ use tokio::sync::{watch, Notify};
 use crate::admin::AdminToken;
 use crate::api;
 use crate::fleet::Fleet;
+use crate::node::{self, Node};
 use crate::options::{io_err, FleetError, FleetOptions};
 use crate::process::Spawner;
 use crate::store::Store;
@@ -49,6 +51,9 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
     let (admin, admin_path) = AdminToken::load(options.admin_token_file.as_deref(), &options.data_dir)?;
     tracing::info!(file = %admin_path.display(), "admin calls take the token in this file");
     let store = Store::open(options.database_url.as_deref(), &options.data_dir).await?;
+    let node = Node::new(&options)?;
+    node.register(&store).await?;
+    tracing::info!(node = %node.id, advertise_host = %node.advertise_host, lease_s = node.lease.as_secs_f64(), "node registered");
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .map_err(io_err(format!("binding {}", options.listen)))?;
@@ -63,6 +68,7 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
         slots: Mutex::new(BTreeMap::new()),
         tokens: Mutex::new(Vec::new()),
         generation: AtomicU64::new(0),
+        node,
     });
     fleet.reconcile().await?;
     let stop = Arc::new(Notify::new());
@@ -81,6 +87,7 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
             }
         })
     };
+    let heartbeat = node::spawn_heartbeat(fleet.clone(), stop.clone(), shutdown_rx.clone());
     let app = api::router(fleet.clone(), Arc::new(admin));
     let stop_rx = stop.clone();
     let task = tokio::spawn(async move {
@@ -109,6 +116,12 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
             }
         });
         futures_util::future::join_all(stops).await;
+        heartbeat.abort();
+        // Its worlds are given up already; ending the lease lets other nodes see at once
+        // that this one is gone.
+        if let Err(e) = fleet.store.leave(&fleet.node.id, &fleet.node.incarnation).await {
+            tracing::warn!(error = %e, "ending this node's lease failed");
+        }
         let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
         Ok(())
     });

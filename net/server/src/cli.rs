@@ -104,13 +104,17 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            let mut ship = None;
             if let (Some(url), Some(world)) = (args.fleet_url.clone(), args.world_id.clone()) {
-                if let Err(e) = apply_fleet_content(&mut config, &mut args, &url, &world) {
-                    eprintln!("error: {e:#}");
-                    return ExitCode::from(2);
+                match apply_fleet_content(&mut config, &mut args, &url, &world) {
+                    Ok(s) => ship = s,
+                    Err(e) => {
+                        eprintln!("error: {e:#}");
+                        return ExitCode::from(2);
+                    }
                 }
             }
-            match serve(config, &args) {
+            match serve(config, &args, ship) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e:#}");
@@ -152,13 +156,14 @@ fn load_config(args: &ServeArgs) -> Result<ServerConfig, ConfigError> {
 }
 
 /// Reads this world's content from the fleet (the token is stdin's first line) and
-/// applies it: the world config, the recording folder, the segment to resume from.
+/// applies it: the world config, the recording folder, the segment to resume from. Returns
+/// where to ship the recording, when the fleet's store keeps it.
 fn apply_fleet_content(
     config: &mut ServerConfig,
     args: &mut ServeArgs,
     url: &str,
     world: &str,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<crate::ship::ShipTarget>> {
     use migratory_wire::fleet::{content_url, WorldContent};
     use migratory_wire::http;
     let mut token = String::new();
@@ -194,7 +199,12 @@ fn apply_fleet_content(
     config.server.recording.dir = content.record_dir;
     config.validate()?;
     args.resume_from = content.resume_from;
-    Ok(())
+    Ok(content.ship_interval_ms.map(|ms| crate::ship::ShipTarget {
+        fleet_url: url.to_string(),
+        world_id: world.to_string(),
+        token: token.to_string(),
+        interval: std::time::Duration::from_millis(ms.max(1)),
+    }))
 }
 
 fn debug_enabled() -> bool {
@@ -218,7 +228,11 @@ fn init_logging(debug: bool) {
         .try_init();
 }
 
-fn serve(config: ServerConfig, args: &ServeArgs) -> anyhow::Result<()> {
+fn serve(
+    config: ServerConfig,
+    args: &ServeArgs,
+    ship: Option<crate::ship::ShipTarget>,
+) -> anyhow::Result<()> {
     // Under Agones (its sidecar sets the port), the server speaks its SDK.
     let agones = crate::agones::sdk_port_from_env()
         .map_err(|e| {
@@ -246,6 +260,7 @@ fn serve(config: ServerConfig, args: &ServeArgs) -> anyhow::Result<()> {
             debug,
             run_ticks: args.run_ticks,
             resume_from: args.resume_from.clone(),
+            ship,
         };
         let handle = crate::start(config, options).await?;
         say(&migratory_wire::fleet::ready_line(&handle.ws_url()));
@@ -269,6 +284,11 @@ fn serve(config: ServerConfig, args: &ServeArgs) -> anyhow::Result<()> {
         };
         if let Some(t) = sdk_task {
             t.abort();
+        }
+        if let Some(reason) = &report.fenced {
+            anyhow::bail!(
+                "fenced: {reason}; this server's clients were told to join again through the fleet"
+            );
         }
         if let Some(e) = &report.tick.recording_error {
             anyhow::bail!("the recording failed: {e}");

@@ -22,6 +22,7 @@ use tokio_tungstenite::WebSocketStream;
 
 use crate::config::{BackpressureSection, InputLimitsSection, ServerConfig};
 use crate::metrics::Metrics;
+use crate::ship::Fence;
 use crate::tick::{ClientShared, NetEvent, Outbound};
 use migratory_wire::protocol::{self, close_code, ClientMessage};
 
@@ -146,6 +147,8 @@ pub(crate) struct ConnectionCtx {
     /// The terrain's content hash: a HELLO naming it gets no terrain messages.
     pub terrain_hash: [u8; 32],
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Raised when the fleet fences this server: the shutdown's close code is then REJOIN.
+    pub fence: Arc<Fence>,
 }
 
 impl ConnectionCtx {
@@ -157,6 +160,7 @@ impl ConnectionCtx {
         terrain: Arc<Vec<Bytes>>,
         terrain_hash: [u8; 32],
         shutdown: tokio::sync::watch::Receiver<bool>,
+        fence: Arc<Fence>,
     ) -> ConnectionCtx {
         let s = &config.server;
         ConnectionCtx {
@@ -171,6 +175,7 @@ impl ConnectionCtx {
             terrain,
             terrain_hash,
             shutdown,
+            fence,
         }
     }
 }
@@ -264,7 +269,7 @@ where
         loop {
             let msg = tokio::select! {
                 biased;
-                _ = shutdown_signal(&mut self.shutdown) => return Err(going_away()),
+                _ = shutdown_signal(&mut self.shutdown) => return Err(going_away(&self.ctx.fence)),
                 _ = tokio::time::sleep_until(deadline) => {
                     self.ctx.metrics.handshake_timeouts_total.fetch_add(1, Relaxed);
                     return Err(Stop::Close {
@@ -298,7 +303,7 @@ where
     /// Joined (or joining): client messages become events; queued messages go out.
     async fn session(&mut self, mut rx: mpsc::Receiver<Outbound>) -> Stop {
         let Some(shared) = self.shared.clone() else {
-            return going_away();
+            return going_away(&self.ctx.fence);
         };
         // Made once, not per message: each new one registers with (and leaves) the close
         // notifier and the shutdown watch, thousands of times a second at 1,000 clients.
@@ -316,10 +321,10 @@ where
                     });
                     return Stop::Close { code: req.code, reason: req.reason };
                 }
-                _ = &mut shutdown => return going_away(),
+                _ = &mut shutdown => return going_away(&self.ctx.fence),
                 out = rx.recv() => {
                     let r = match out {
-                        None => Err(going_away()),
+                        None => Err(going_away(&self.ctx.fence)),
                         Some(Outbound::Welcome { message, terrain_cached }) => {
                             self.welcome_and_terrain(message, terrain_cached).await
                         }
@@ -368,7 +373,7 @@ where
             Err(e) => return Err(self.protocol_error(e)),
         };
         if self.ctx.events.send(event).is_err() {
-            return Err(going_away());
+            return Err(going_away(&self.ctx.fence));
         }
         Ok(())
     }
@@ -567,10 +572,10 @@ where
                     let req = shared.as_ref().and_then(|s| s.close_request());
                     return Err(match req {
                         Some(r) => Stop::Close { code: r.code, reason: r.reason },
-                        None => going_away(),
+                        None => going_away(&self.ctx.fence),
                     });
                 }
-                _ = shutdown_signal(shutdown) => return Err(going_away()),
+                _ = shutdown_signal(shutdown) => return Err(going_away(&self.ctx.fence)),
                 r = write => r,
             }
         };
@@ -637,7 +642,15 @@ async fn shutdown_signal(rx: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = rx.wait_for(|&s| s).await;
 }
 
-fn going_away() -> Stop {
+/// The close for a server that is stopping: 1001, or REJOIN when the fleet fenced it
+/// (another server owns the world now, and the fleet's join answers that one).
+fn going_away(fence: &Fence) -> Stop {
+    if fence.is_set() {
+        return Stop::Close {
+            code: close_code::REJOIN,
+            reason: "this world moved to another server: join again through the fleet".into(),
+        };
+    }
     Stop::Close {
         code: close_code::GOING_AWAY,
         reason: "server shutting down".into(),

@@ -13,7 +13,8 @@
 //! - `agones`: the Agones SDK calls, around a running server.
 //! - `serve`: `start`, the HTTP routes, the shutdown order.
 //! - `accept`, `connection`: the accept loop and one task per WebSocket.
-//! - `tick`: the tick thread; `recorder`: the recording's writer thread; `watchdog`.
+//! - `tick`: the tick thread; `recorder`: the recording's writer thread; `ship`: the
+//!   recording's bytes to a fleet's shared store, and the fence it may raise; `watchdog`.
 //! - `resume`, `metrics`, `config`: leaves.
 
 mod accept;
@@ -27,6 +28,7 @@ pub mod metrics;
 mod recorder;
 pub mod resume;
 mod serve;
+pub mod ship;
 mod tick;
 mod watchdog;
 

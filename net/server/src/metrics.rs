@@ -253,6 +253,8 @@ pub struct Metrics {
 
     pub recording_bytes: AtomicU64,
     pub recording_errors_total: AtomicU64,
+    pub recording_shipped_bytes: AtomicU64,
+    pub recording_ship_failures_total: AtomicU64,
     /// Bytes of the joined clients' view arenas (refreshed once a second): memory that
     /// follows each client's worst ack lag.
     pub view_arena_bytes: AtomicU64,
@@ -422,6 +424,16 @@ impl Metrics {
             o,
             &metric::RECORDING_ERRORS_TOTAL,
             l(&self.recording_errors_total),
+        );
+        single(
+            o,
+            &metric::RECORDING_SHIPPED_BYTES,
+            l(&self.recording_shipped_bytes),
+        );
+        single(
+            o,
+            &metric::RECORDING_SHIP_FAILURES_TOTAL,
+            l(&self.recording_ship_failures_total),
         );
         single(o, &metric::VIEW_ARENA_BYTES, l(&self.view_arena_bytes));
     }

@@ -40,6 +40,7 @@ use crate::connection::{self, ConnectionCtx};
 use crate::metrics::Metrics;
 use crate::recorder::Recorder;
 use crate::resume;
+use crate::ship::Fence;
 use crate::tick::{TickLoop, TickReport, TickSettings, WelcomeBase};
 use crate::watchdog;
 
@@ -91,6 +92,8 @@ pub struct ServeOptions {
     /// Resume the world from this earlier session's recording (its last durable tick)
     /// instead of building it fresh from the config.
     pub resume_from: Option<PathBuf>,
+    /// Ship the recording to a fleet's shared store (and stop when the fleet fences us).
+    pub ship: Option<crate::ship::ShipTarget>,
 }
 
 /// What the HTTP handlers share: the connections' context, and the WebSocket settings
@@ -109,6 +112,8 @@ pub struct ShutdownReport {
     pub tick: TickReport,
     /// Connections still open when the shutdown timeout ran out (0 normally).
     pub connections_left: i64,
+    /// Why the fleet fenced this server, when that is what stopped it.
+    pub fenced: Option<String>,
 }
 
 /// A running server.
@@ -210,6 +215,17 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         .local_addr()
         .map_err(|source| ServerError::Bind { addr, source })?;
 
+    let fence = Arc::new(Fence::default());
+    let ship = match (&options.ship, &recording_path) {
+        (Some(target), Some(path)) => Some(crate::ship::spawn(
+            target.clone(),
+            path.clone(),
+            fence.clone(),
+            metrics.clone(),
+        )),
+        _ => None,
+    };
+
     let (events_tx, events_rx) = mpsc::channel();
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let tick_stop = Arc::new(AtomicBool::new(false));
@@ -271,6 +287,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         terrain_messages,
         descriptor.content_hash,
         shutdown_rx.clone(),
+        fence.clone(),
     );
     connections
         .next_client_id
@@ -327,6 +344,8 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         http,
         debug: options.debug,
         epoch,
+        fence,
+        ship,
     };
     let task = tokio::spawn(running.until_stopped());
     Ok(ServerHandle {
@@ -402,6 +421,8 @@ struct Running {
     http: tokio::task::JoinHandle<()>,
     debug: bool,
     epoch: Instant,
+    fence: Arc<Fence>,
+    ship: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Running {
@@ -415,8 +436,18 @@ impl Running {
         tokio::select! {
             _ = self.stop.notified() => tracing::info!("shutting down"),
             _ = self.tick_exited.notified() => tracing::info!("tick loop finished; shutting down"),
+            _ = self.fence.notify.notified() => {
+                // Fenced: another server owns the world now. Stop stepping before anything
+                // else, so no input is taken after the fleet refused us.
+                tracing::warn!("fenced; stopping the tick loop at once");
+                self.tick_stop.store(true, Ordering::Release);
+            }
         }
-        // 1. Stop accepting and ask every connection to close with 1001.
+        if let Some(ship) = &self.ship {
+            // The fleet ships the rest of the recording once this process has exited.
+            ship.abort();
+        }
+        // 1. Stop accepting and ask every connection to close (1001, or REJOIN when fenced).
         let _ = self.shutdown_tx.send(true);
         // 2. Wait (bounded) for the connections to finish their close handshakes.
         let deadline = tokio::time::Instant::now() + self.shutdown_timeout;
@@ -451,6 +482,7 @@ impl Running {
         Ok(ShutdownReport {
             tick: report,
             connections_left,
+            fenced: self.fence.reason(),
         })
     }
 }

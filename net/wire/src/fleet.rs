@@ -58,6 +58,25 @@ pub struct WorldContent {
     pub record_dir: PathBuf,
     /// The previous segment to resume from (None: a fresh world).
     pub resume_from: Option<PathBuf>,
+    /// With a shared store: ship the recording to the fleet this often, in ms (see
+    /// `segment_url`). None: the recording stays where it is written.
+    #[serde(default)]
+    pub ship_interval_ms: Option<u64>,
+    /// The fencing epoch this server runs under (for its logs: the fleet knows it by the
+    /// token).
+    #[serde(default)]
+    pub epoch: i64,
+}
+
+/// Where a world server ships its recording: `POST` the file's bytes from `offset` on
+/// (`application/octet-stream`, the token as Bearer). The fleet answers 204 when they are
+/// stored, and 409 when the world has moved on to a newer epoch: the server is fenced,
+/// and stops (its clients are closed with `close_code::REJOIN`).
+pub fn segment_url(fleet_url: &str, world_id: &str, offset: u64) -> String {
+    format!(
+        "{}{CONTENT_PATH_PREFIX}{world_id}/segment?offset={offset}",
+        fleet_url.trim_end_matches('/')
+    )
 }
 
 /// The content URL for a world.

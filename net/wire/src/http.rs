@@ -81,8 +81,9 @@ pub struct Request {
     pub url: String,
     /// Sent as `Authorization: Bearer TOKEN`.
     pub bearer: Option<String>,
-    /// Sent with `Content-Type: application/json`.
-    pub json: Option<Vec<u8>>,
+    /// The body, sent with `Content-Type: content_type`.
+    pub body: Option<Vec<u8>>,
+    pub content_type: &'static str,
     pub timeout: Duration,
 }
 
@@ -92,7 +93,8 @@ impl Request {
             method,
             url: url.into(),
             bearer: None,
-            json: None,
+            body: None,
+            content_type: "application/json",
             timeout: TIMEOUT_DEFAULT,
         }
     }
@@ -103,7 +105,15 @@ impl Request {
     }
 
     pub fn json_body(mut self, body: &serde_json::Value) -> Request {
-        self.json = Some(body.to_string().into_bytes());
+        self.body = Some(body.to_string().into_bytes());
+        self.content_type = "application/json";
+        self
+    }
+
+    /// A body of raw bytes (`application/octet-stream`).
+    pub fn octet_body(mut self, body: Vec<u8>) -> Request {
+        self.body = Some(body);
+        self.content_type = "application/octet-stream";
         self
     }
 
@@ -155,11 +165,11 @@ impl Request {
         if let Some(token) = &self.bearer {
             request = request.header(AUTHORIZATION, format!("Bearer {token}"));
         }
-        if self.json.is_some() {
-            request = request.header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if self.body.is_some() {
+            request = request.header(CONTENT_TYPE, HeaderValue::from_static(self.content_type));
         }
         let request = request
-            .body(Full::new(Bytes::from(self.json.clone().unwrap_or_default())))
+            .body(Full::new(Bytes::from(self.body.unwrap_or_default())))
             .map_err(|source| HttpError::Request {
                 method: self.method.clone(),
                 url: self.url.clone(),

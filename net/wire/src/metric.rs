@@ -206,6 +206,16 @@ pub const RECORDING_ERRORS_TOTAL: Metric = metric(
     Counter,
     "Recording write failures (recording stops at the first).",
 );
+pub const RECORDING_SHIPPED_BYTES: Metric = metric(
+    "migratory_recording_shipped_bytes",
+    Gauge,
+    "Bytes of this session's recording the fleet's shared store has taken (0 when it keeps none).",
+);
+pub const RECORDING_SHIP_FAILURES_TOTAL: Metric = metric(
+    "migratory_recording_ship_failures_total",
+    Counter,
+    "Shipments of the recording to the fleet that failed and will be tried again.",
+);
 pub const VIEW_ARENA_BYTES: Metric = metric(
     "migratory_view_arena_bytes",
     Gauge,
@@ -262,6 +272,8 @@ pub const ALL: &[Metric] = &[
     CLOSES_TOTAL,
     RECORDING_BYTES,
     RECORDING_ERRORS_TOTAL,
+    RECORDING_SHIPPED_BYTES,
+    RECORDING_SHIP_FAILURES_TOTAL,
     VIEW_ARENA_BYTES,
     PROCESS_RESIDENT_MEMORY_BYTES,
     PROCESS_CPU_SECONDS_TOTAL,

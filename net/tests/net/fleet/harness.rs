@@ -262,7 +262,7 @@ impl Fleet {
     ) -> (u16, serde_json::Value) {
         let mut req =
             http::Request::new(method, format!("{}{path}", self.url)).timeout(Duration::from_secs(60));
-        req.json = body.map(|b| b.as_bytes().to_vec());
+        req.body = body.map(|b| b.as_bytes().to_vec());
         req.bearer = self.admin_token.clone();
         let resp = req.send().await.expect("fleet request");
         (resp.status, resp.json().unwrap_or(serde_json::Value::Null))

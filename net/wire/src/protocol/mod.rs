@@ -61,6 +61,9 @@ pub mod close_code {
     pub const MESSAGE_TOO_BIG: u16 = 1009;
     /// Evicted as too slow, or the world is full (the default eviction code).
     pub const TRY_AGAIN_LATER: u16 = 1013;
+    /// This server no longer serves the world (another fleet node took it over): join
+    /// again through the fleet, which answers the world's current server.
+    pub const REJOIN: u16 = 4001;
 }
 
 /// Bit 0 of INPUT's flags: cast this tick.

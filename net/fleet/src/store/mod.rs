@@ -3,9 +3,23 @@
 //! path and one set of embedded migrations (`net/fleet/migrations/`).
 //!
 //! The SQL is written once for both backends: `$N` parameters (SQLite reads them as
-//! numbered parameters too), `BIGINT` and `TEXT` columns only, roots stored as hex.
+//! numbered parameters too), `BIGINT`, `TEXT` and `BYTEA` columns, roots stored as hex.
+//! Leases are judged on the store's clock (`Store::now_sql`), so nodes whose clocks
+//! disagree still agree on whose lease is live.
+//!
+//! - `mod.rs`: opening and migrating, the worlds and their ownership.
+//! - `nodes`: node registration and leases.
+//! - `segments`: segment rows and their shipped bytes.
 
-use std::path::Path;
+mod nodes;
+mod segments;
+
+pub use nodes::{NodeRow, Registration};
+pub use segments::{Append, Ended, SegmentEnd, SegmentRow, CHUNK_BYTES_MAX};
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use sqlx::any::{AnyPoolOptions, AnyRow};
@@ -18,11 +32,18 @@ use thiserror::Error;
 /// query machinery with it: in a fresh test build's timings, sqlx-postgres built twice (48
 /// and 29 s of CPU) and sqlx-macros-core (19 s), of 1,430 s in all. The checksum sqlx keeps per
 /// applied migration is the SQL's SHA-384 either way, so stores migrated by either agree.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "worlds and segments",
-    include_str!("../migrations/0001_worlds_and_segments.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "worlds and segments",
+        include_str!("../../migrations/0001_worlds_and_segments.sql"),
+    ),
+    (
+        2,
+        "nodes epochs and shipped segments",
+        include_str!("../../migrations/0002_nodes_epochs_and_shipped_segments.sql"),
+    ),
+];
 
 /// `MIGRATIONS` as a source sqlx's migrator reads.
 #[derive(Debug)]
@@ -60,6 +81,17 @@ pub enum StoreError {
     },
     #[error("migrating the store: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error(
+        "the SQLite store {path} is in use by another fleet node{holder}: SQLite serves one \
+         node; give every node --database-url postgres://... to run several"
+    )]
+    SqliteInUse { path: PathBuf, holder: String },
+    #[error("locking the SQLite store {path}: {source}")]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("store query ({what}): {source}")]
     Query {
         what: &'static str,
@@ -88,60 +120,15 @@ pub struct WorldRow {
     pub created_unix_ms: i64,
     pub server_pid: Option<i64>,
     pub ws_url: Option<String>,
+    /// The node running its server, if one does (or did, and its lease has not been
+    /// taken over yet).
+    pub owner_node: Option<String>,
+    /// The fencing epoch: incremented on every start and takeover.
+    pub epoch: i64,
 }
 
-/// How a segment ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Ended {
-    /// Its server is (or was last known to be) running.
-    Running,
-    /// Stopped cleanly: an end record and a final checkpoint.
-    Stopped,
-    /// Killed or failed: the recording has a torn tail or no end record.
-    Crashed,
-}
-
-impl Ended {
-    fn as_str(self) -> &'static str {
-        match self {
-            Ended::Running => "running",
-            Ended::Stopped => "stopped",
-            Ended::Crashed => "crashed",
-        }
-    }
-
-    fn parse(s: &str) -> Ended {
-        match s {
-            "stopped" => Ended::Stopped,
-            "crashed" => Ended::Crashed,
-            _ => Ended::Running,
-        }
-    }
-}
-
-/// One recording segment of a world.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct SegmentRow {
-    pub seq: i64,
-    /// Relative to the fleet's data folder.
-    pub recording_path: String,
-    pub first_tick: i64,
-    pub last_tick: Option<i64>,
-    pub final_root: Option<String>,
-    pub ended: Ended,
-    pub resumed_from_seq: Option<i64>,
-    pub started_unix_ms: i64,
-    pub ended_unix_ms: Option<i64>,
-}
-
-/// How a segment's recording ended, as read from the file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SegmentEnd {
-    pub last_tick: i64,
-    pub final_root: String,
-    pub ended: Ended,
-}
+const WORLD_COLUMNS: &str =
+    "id, config_json, config_hash, created_unix_ms, server_pid, ws_url, owner_node, epoch";
 
 pub fn now_unix_ms() -> i64 {
     SystemTime::now()
@@ -154,11 +141,16 @@ pub fn now_unix_ms() -> i64 {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    /// SQLite only: the lock that keeps a second node off the same file, held while the
+    /// store lives.
+    _node_lock: Option<Arc<File>>,
 }
 
 impl Store {
     /// Opens (creating when needed) and migrates the store: `database_url`, or a SQLite
-    /// file `fleet.sqlite3` in `data_dir` when there is none.
+    /// file `fleet.sqlite3` in `data_dir` when there is none. A SQLite store is locked
+    /// for this process: a second node on the same file is refused with
+    /// `StoreError::SqliteInUse`.
     pub async fn open(database_url: Option<&str>, data_dir: &Path) -> Result<Store, StoreError> {
         sqlx::any::install_default_drivers();
         let url = match database_url {
@@ -169,6 +161,13 @@ impl Store {
             Backend::Postgres
         } else {
             Backend::Sqlite
+        };
+        let node_lock = match backend {
+            Backend::Sqlite => sqlite_path(&url)
+                .map(|p| lock_sqlite(&p))
+                .transpose()?
+                .map(Arc::new),
+            Backend::Postgres => None,
         };
         let url = socket_url(&url).into_owned();
         let pool = AnyPoolOptions::new()
@@ -181,11 +180,23 @@ impl Store {
                 source,
             })?;
         Migrator::new(Embedded).await?.run(&pool).await?;
-        Ok(Store { pool, backend })
+        Ok(Store {
+            pool,
+            backend,
+            _node_lock: node_lock,
+        })
     }
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// The store's clock in SQL, as ms since 1970: leases are set and judged by it.
+    fn now_sql(&self) -> &'static str {
+        match self.backend {
+            Backend::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+            Backend::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+        }
     }
 
     /// Inserts a world; false when one with that id exists.
@@ -210,37 +221,38 @@ impl Store {
     }
 
     pub async fn world(&self, id: &str) -> Result<Option<WorldRow>, StoreError> {
-        let row = sqlx::query(
-            "SELECT id, config_json, config_hash, created_unix_ms, server_pid, ws_url FROM worlds WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(q("read world"))?;
+        let row = sqlx::query(&format!("SELECT {WORLD_COLUMNS} FROM worlds WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(q("read world"))?;
         row.map(|r| world_row(&r)).transpose().map_err(q("decode world"))
     }
 
     pub async fn worlds(&self) -> Result<Vec<WorldRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, config_json, config_hash, created_unix_ms, server_pid, ws_url FROM worlds ORDER BY id",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(q("list worlds"))?;
+        let rows = sqlx::query(&format!("SELECT {WORLD_COLUMNS} FROM worlds ORDER BY id"))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(q("list worlds"))?;
         rows.iter()
             .map(world_row)
             .collect::<Result<_, _>>()
             .map_err(q("decode world"))
     }
 
-    /// Deletes a world and its segments' rows; false when there was none.
+    /// Deletes a world, its segments' rows and their shipped bytes; false when there was none.
     pub async fn delete_world(&self, id: &str) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await.map_err(q("begin"))?;
-        sqlx::query("DELETE FROM segments WHERE world_id = $1")
-            .bind(id)
-            .execute(&mut *tx)
-            .await
-            .map_err(q("delete segments"))?;
+        for (sql, what) in [
+            ("DELETE FROM segment_chunks WHERE world_id = $1", "delete chunks"),
+            ("DELETE FROM segments WHERE world_id = $1", "delete segments"),
+        ] {
+            sqlx::query(sql)
+                .bind(id)
+                .execute(&mut *tx)
+                .await
+                .map_err(q(what))?;
+        }
         let done = sqlx::query("DELETE FROM worlds WHERE id = $1")
             .bind(id)
             .execute(&mut *tx)
@@ -250,81 +262,67 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Records the world's running server (or its absence, with `None`).
-    pub async fn set_server(&self, id: &str, server: Option<(u32, &str)>) -> Result<(), StoreError> {
-        sqlx::query("UPDATE worlds SET server_pid = $1, ws_url = $2 WHERE id = $3")
-            .bind(server.map(|(pid, _)| i64::from(pid)))
-            .bind(server.map(|(_, url)| url.to_string()))
+    /// Makes `node` the world's owner under the next epoch, when the world is still at
+    /// `expected_epoch` and has no other owner with a live lease (a compare-and-set: of
+    /// nodes racing for one world, exactly one gets true). Returns the new epoch.
+    pub async fn claim_world(
+        &self,
+        id: &str,
+        node: &str,
+        expected_epoch: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        let sql = format!(
+            "UPDATE worlds SET owner_node = $1, epoch = epoch + 1, server_pid = NULL, ws_url = NULL \
+             WHERE id = $2 AND epoch = $3 AND (owner_node IS NULL OR owner_node = $1 OR NOT EXISTS \
+             (SELECT 1 FROM nodes WHERE nodes.id = worlds.owner_node AND nodes.lease_expires_unix_ms > {}))",
+            self.now_sql()
+        );
+        let done = sqlx::query(&sql)
+            .bind(node)
             .bind(id)
+            .bind(expected_epoch)
             .execute(&self.pool)
             .await
-            .map_err(q("set server"))?;
-        Ok(())
+            .map_err(q("claim world"))?;
+        Ok((done.rows_affected() == 1).then_some(expected_epoch + 1))
     }
 
-    pub async fn segments(&self, world_id: &str) -> Result<Vec<SegmentRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT seq, recording_path, first_tick, last_tick, final_root, ended, resumed_from_seq, \
-             started_unix_ms, ended_unix_ms FROM segments WHERE world_id = $1 ORDER BY seq",
-        )
-        .bind(world_id)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(q("list segments"))?;
-        rows.iter()
-            .map(segment_row)
-            .collect::<Result<_, _>>()
-            .map_err(q("decode segment"))
-    }
-
-    /// Opens the world's next segment; returns its sequence number.
-    pub async fn open_segment(
+    /// Records the running server of the world's owner at `epoch` (or its absence, with
+    /// `None`, which also gives the world up). False when the world is no longer
+    /// `node`'s at that epoch: another node took it over, and the row is left alone.
+    pub async fn set_server(
         &self,
-        world_id: &str,
-        recording_path: &str,
-        first_tick: u32,
-        resumed_from_seq: Option<i64>,
-    ) -> Result<i64, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(q("begin"))?;
-        let next: i64 = sqlx::query("SELECT COALESCE(MAX(seq), 0) + 1 FROM segments WHERE world_id = $1")
-            .bind(world_id)
-            .fetch_one(&mut *tx)
-            .await
-            .and_then(|r| r.try_get::<i64, _>(0))
-            .map_err(q("next segment"))?;
-        sqlx::query(
-            "INSERT INTO segments (world_id, seq, recording_path, first_tick, ended, resumed_from_seq, started_unix_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        id: &str,
+        node: &str,
+        epoch: i64,
+        server: Option<(u32, &str)>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE worlds SET server_pid = $1, ws_url = $2, owner_node = CASE WHEN $1 IS NULL THEN NULL ELSE owner_node END \
+             WHERE id = $3 AND owner_node = $4 AND epoch = $5",
         )
-        .bind(world_id)
-        .bind(next)
-        .bind(recording_path)
-        .bind(i64::from(first_tick))
-        .bind(Ended::Running.as_str())
-        .bind(resumed_from_seq)
-        .bind(now_unix_ms())
-        .execute(&mut *tx)
-        .await
-        .map_err(q("open segment"))?;
-        tx.commit().await.map_err(q("commit"))?;
-        Ok(next)
-    }
-
-    /// Closes a segment with what its recording says.
-    pub async fn close_segment(&self, world_id: &str, seq: i64, end: &SegmentEnd) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE segments SET last_tick = $1, final_root = $2, ended = $3, ended_unix_ms = $4 \
-             WHERE world_id = $5 AND seq = $6",
-        )
-        .bind(end.last_tick)
-        .bind(end.final_root.clone())
-        .bind(end.ended.as_str())
-        .bind(now_unix_ms())
-        .bind(world_id)
-        .bind(seq)
+        .bind(server.map(|(pid, _)| i64::from(pid)))
+        .bind(server.map(|(_, url)| url.to_string()))
+        .bind(id)
+        .bind(node)
+        .bind(epoch)
         .execute(&self.pool)
         .await
-        .map_err(q("close segment"))?;
+        .map_err(q("set server"))?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+impl Store {
+    /// Clears the server of a world from a store made before worlds had owners.
+    pub async fn release_legacy(&self, id: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE worlds SET server_pid = NULL, ws_url = NULL WHERE id = $1 AND owner_node IS NULL",
+        )
+        .bind(id)
+        .execute(&self.pool)
+        .await
+        .map_err(q("release world"))?;
         Ok(())
     }
 }
@@ -337,21 +335,64 @@ fn world_row(r: &AnyRow) -> Result<WorldRow, sqlx::Error> {
         created_unix_ms: r.try_get(3)?,
         server_pid: r.try_get(4)?,
         ws_url: r.try_get(5)?,
+        owner_node: r.try_get(6)?,
+        epoch: r.try_get(7)?,
     })
 }
 
-fn segment_row(r: &AnyRow) -> Result<SegmentRow, sqlx::Error> {
-    Ok(SegmentRow {
-        seq: r.try_get(0)?,
-        recording_path: r.try_get(1)?,
-        first_tick: r.try_get(2)?,
-        last_tick: r.try_get(3)?,
-        final_root: r.try_get(4)?,
-        ended: Ended::parse(&r.try_get::<String, _>(5)?),
-        resumed_from_seq: r.try_get(6)?,
-        started_unix_ms: r.try_get(7)?,
-        ended_unix_ms: r.try_get(8)?,
-    })
+/// The file of a `sqlite://PATH?...` URL.
+fn sqlite_path(url: &str) -> Option<PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split('?').next().unwrap_or(rest);
+    (!path.is_empty() && path != ":memory:").then(|| PathBuf::from(path))
+}
+
+/// Takes the node lock of a SQLite store: an exclusive `flock` on `PATH.node-lock`, held
+/// until the process exits (the kernel drops it even on SIGKILL, so a restarted node
+/// never waits). The file names the holder's pid for the refusal's message.
+fn lock_sqlite(db: &Path) -> Result<File, StoreError> {
+    use std::io::{Read as _, Seek as _, Write as _};
+    use std::os::fd::AsRawFd as _;
+    let mut name = db.as_os_str().to_owned();
+    name.push(".node-lock");
+    let path = PathBuf::from(name);
+    let lock_err = |source| StoreError::Lock {
+        path: path.clone(),
+        source,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(lock_err)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(lock_err)?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::WouldBlock {
+            return Err(lock_err(err));
+        }
+        let mut pid = String::new();
+        let _ = file.read_to_string(&mut pid);
+        let holder = match pid.trim() {
+            "" => String::new(),
+            p => format!(" (pid {p})"),
+        };
+        return Err(StoreError::SqliteInUse {
+            path: db.to_path_buf(),
+            holder,
+        });
+    }
+    file.set_len(0).map_err(lock_err)?;
+    file.rewind().map_err(lock_err)?;
+    writeln!(file, "{}", std::process::id()).map_err(lock_err)?;
+    Ok(file)
 }
 
 /// libpq takes `postgres://user@/db?host=/socket/folder` (a Unix socket: user info and no
