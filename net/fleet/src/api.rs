@@ -221,7 +221,15 @@ async fn show(
     Path(id): Path<String>,
 ) -> Result<Json<serde_json::Value>, FleetError> {
     let w = fleet.world_row(&id).await?;
-    let segments = fleet.store.segments(&id).await?;
+    let mut segments = Vec::new();
+    for seg in fleet.store.segments(&id).await? {
+        let mut v = json!(seg);
+        if fleet.ships() {
+            // With a shared store: how much of the segment a takeover would find.
+            v["shipped_bytes"] = json!(fleet.store.shipped_bytes(&id, seg.seq).await?);
+        }
+        segments.push(v);
+    }
     let config: serde_json::Value = serde_json::from_str(&w.config_json).unwrap_or(serde_json::Value::Null);
     Ok(Json(json!({
         "id": w.id,

@@ -617,6 +617,7 @@ mod tests {
                     record_dir: PathBuf::from("/x"),
                     resume_from: None,
                     ship_interval_ms: None,
+                    record_block_ticks: None,
                     epoch: 1,
                 },
                 epoch: 1,

@@ -12,6 +12,12 @@ use crate::options::{io_err, FleetError};
 use crate::process::{self, ChildProc, SpawnSpec};
 use crate::store::{Ended, WorldRow};
 
+/// Ticks per recorded block when segments are shipped: a block is flushed (and so can be
+/// shipped) once complete, so a machine that dies loses at most one block and one
+/// shipping interval: 0.5 s + 0.25 s at 60 Hz by default, against 1 s + 0.25 s with the
+/// server's default 60-tick blocks.
+pub(crate) const SHIPPED_BLOCK_TICKS: u32 = 30;
+
 impl Fleet {
     /// Starts the world's server under `epoch` (this node has just claimed it): resume
     /// from its newest segment, if any.
@@ -63,6 +69,7 @@ impl Fleet {
                         ship_interval_ms: self
                             .ships()
                             .then_some(self.options.ship_interval.as_millis() as u64),
+                        record_block_ticks: self.ships().then_some(SHIPPED_BLOCK_TICKS),
                         epoch,
                     },
                     epoch,

@@ -197,6 +197,9 @@ fn apply_fleet_content(
     );
     config.world = serde_json::from_value(content.config).context("the fleet's world config")?;
     config.server.recording.dir = content.record_dir;
+    if let Some(ticks) = content.record_block_ticks {
+        config.server.recording.block_ticks = ticks;
+    }
     config.validate()?;
     args.resume_from = content.resume_from;
     Ok(content.ship_interval_ms.map(|ms| crate::ship::ShipTarget {

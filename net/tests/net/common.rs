@@ -126,23 +126,46 @@ pub async fn close_of(ws: &mut Ws) -> Option<(u16, String)> {
 }
 
 /// A client that joins, acks every snapshot and counts them until stopped: the proof that
-/// the server keeps serving everyone else while a test misbehaves.
+/// the server keeps serving everyone else while a test misbehaves. A moving one also
+/// steers (a new direction with every ack); the close code the server sent is kept.
 #[derive(Debug)]
 pub struct Witness {
     pub snapshots: Arc<AtomicU64>,
+    /// The newest snapshot's tick.
+    pub last_tick: Arc<AtomicU64>,
     pub alive: Arc<AtomicBool>,
+    /// The code of the server's close frame, once one came.
+    pub close_code: Arc<std::sync::Mutex<Option<u16>>>,
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Witness {
     pub async fn join(url: &str) -> Witness {
+        Witness::start(url, false).await
+    }
+
+    /// A witness that steers as it goes.
+    pub async fn join_moving(url: &str) -> Witness {
+        Witness::start(url, true).await
+    }
+
+    async fn start(url: &str, moving: bool) -> Witness {
         let (mut ws, _) = join(url, "witness").await;
         let snapshots = Arc::new(AtomicU64::new(0));
+        let last_tick = Arc::new(AtomicU64::new(0));
         let alive = Arc::new(AtomicBool::new(true));
         let stop = Arc::new(AtomicBool::new(false));
-        let (s, a, st) = (snapshots.clone(), alive.clone(), stop.clone());
+        let close_code = Arc::new(std::sync::Mutex::new(None));
+        let (s, lt, a, st, cc) = (
+            snapshots.clone(),
+            last_tick.clone(),
+            alive.clone(),
+            stop.clone(),
+            close_code.clone(),
+        );
         let task = tokio::spawn(async move {
+            let mut seq = 0u32;
             while !st.load(Relaxed) {
                 let msg = match tokio::time::timeout(Duration::from_millis(100), ws.next()).await {
                     Err(_) => continue,
@@ -152,14 +175,30 @@ impl Witness {
                     Some(Ok(Message::Binary(b))) => {
                         if let Ok(ServerMessage::Snapshot { tick, .. }) = protocol::decode_server(&b) {
                             s.fetch_add(1, Relaxed);
-                            if ws
-                                .send(Message::Binary(protocol::encode_ack(tick).into()))
-                                .await
-                                .is_err()
-                            {
-                                break;
+                            lt.store(u64::from(tick), Relaxed);
+                            let mut out = vec![protocol::encode_ack(tick)];
+                            if moving {
+                                seq += 1;
+                                let angle = f64::from(seq) * 0.7;
+                                out.push(protocol::encode_input(&protocol::InputMsg {
+                                    seq,
+                                    dir_x: (angle.cos() * 30_000.0) as i16,
+                                    dir_y: (angle.sin() * 30_000.0) as i16,
+                                    throttle: 100,
+                                    cast: seq % 10 == 0,
+                                }));
+                            }
+                            for m in out {
+                                if ws.send(Message::Binary(m.into())).await.is_err() {
+                                    break;
+                                }
                             }
                         }
+                    }
+                    Some(Ok(Message::Close(f))) => {
+                        *cc.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some(f.map_or(1005, |f| u16::from(f.code)));
+                        break;
                     }
                     Some(Ok(_)) => {}
                     _ => break,
@@ -170,7 +209,9 @@ impl Witness {
         });
         let w = Witness {
             snapshots,
+            last_tick,
             alive,
+            close_code,
             stop,
             task,
         };

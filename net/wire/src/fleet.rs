@@ -62,6 +62,10 @@ pub struct WorldContent {
     /// `segment_url`). None: the recording stays where it is written.
     #[serde(default)]
     pub ship_interval_ms: Option<u64>,
+    /// Ticks per recorded block, when the fleet chooses (a block is flushed, and so can
+    /// be shipped, once complete). None: the server's config decides.
+    #[serde(default)]
+    pub record_block_ticks: Option<u32>,
     /// The fencing epoch this server runs under (for its logs: the fleet knows it by the
     /// token).
     #[serde(default)]

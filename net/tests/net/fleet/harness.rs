@@ -207,6 +207,44 @@ impl Env {
     }
 }
 
+/// The admin token every node of a multi-node scenario shares.
+pub const SHARED_ADMIN_TOKEN: &str = "multi-node-test-admin-token-0123456789";
+
+impl Env {
+    /// Starts fleet node `name` on this store as a machine of its own would run it: its
+    /// own data folder, the shared admin token, and a process group of its own (the
+    /// node and its world servers), so a test can kill or freeze the whole "machine".
+    pub fn node(&self, name: &str, args: &[&str]) -> Fleet {
+        let token_file = self.dir.path().join("admin-token");
+        std::fs::write(&token_file, format!("{SHARED_ADMIN_TOKEN}\n")).expect("token file");
+        let data = self.dir.path().join(format!("{name}-data"));
+        let mut cmd = Command::new(FLEET);
+        cmd.arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--node-id")
+            .arg(name)
+            .arg("--admin-token-file")
+            .arg(&token_file)
+            .arg("--server-bin")
+            .arg(SERVER)
+            .args(args);
+        if let Some(pg) = &self.pg {
+            cmd.arg("--database-url").arg(pg.url());
+        }
+        {
+            use std::os::unix::process::CommandExt as _;
+            cmd.process_group(0);
+        }
+        let mut fleet = Fleet::spawn(cmd, self.dir.path());
+        fleet.admin_token = Some(SHARED_ADMIN_TOKEN.to_string());
+        fleet.data_dir = Some(data);
+        fleet
+    }
+}
+
 /// A running `migratory-fleet`; stopped with SIGTERM (then killed) on drop.
 pub struct Fleet {
     child: Child,
@@ -214,6 +252,8 @@ pub struct Fleet {
     stderr: PathBuf,
     /// Sent with every call (None: the calls go without one).
     pub admin_token: Option<String>,
+    /// A node's own data folder (`Env::node`).
+    pub data_dir: Option<PathBuf>,
 }
 
 impl Fleet {
@@ -246,6 +286,7 @@ impl Fleet {
             url,
             stderr,
             admin_token: None,
+            data_dir: None,
         }
     }
 
@@ -301,6 +342,19 @@ impl Fleet {
             req = req.bearer(t);
         }
         req.send().await.expect("content request").status
+    }
+
+    /// Sends `sig` to the node's whole process group (it and its world servers).
+    pub fn signal_group(&self, sig: i32) {
+        // SAFETY: a signal to the process group this test made (`Env::node`).
+        let r = unsafe { libc::kill(-(self.child.id() as libc::pid_t), sig) };
+        assert_eq!(r, 0, "kill(-{}, {sig})", self.child.id());
+    }
+
+    /// SIGKILL to the whole process group, and reap the node.
+    pub fn kill_group(&mut self) {
+        self.signal_group(libc::SIGKILL);
+        let _ = self.child.wait();
     }
 
     /// SIGKILL, and reap.

@@ -3,6 +3,7 @@
 //! throwaway PostgreSQL cluster started from Debian's server binaries.
 
 mod harness;
+mod nodes;
 mod scenarios;
 
 pub use harness::Backend;
