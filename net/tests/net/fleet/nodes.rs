@@ -83,9 +83,33 @@ fn a_killed_nodes_worlds_resume_on_the_others_at_their_shipped_roots() {
         }
 
         let mut report = Vec::new();
+        // The first world is joined on B and C at once: one takes it over, and the other
+        // answers the server that one started.
+        let (on_b, on_c) = tokio::join!(
+            join_until_taken_over(&b, &worlds[0], "a", Duration::from_secs(20)),
+            join_until_taken_over(&c, &worlds[0], "a", Duration::from_secs(20)),
+        );
+        assert_eq!(on_b["ws_url"], on_c["ws_url"], "{on_b} {on_c}");
+        assert_eq!(on_b["epoch"], on_c["epoch"], "{on_b} {on_c}");
+        let starters = [&on_b, &on_c].iter().filter(|j| j["started"] == true).count();
+        assert_eq!(starters, 1, "exactly one node starts the world: {on_b} {on_c}");
+        let racer_won = if on_b["started"] == true { on_b } else { on_c };
+        // Who runs each world from now on: the race's winner, then B and C in turn.
+        let owners: Vec<&Fleet> = (0..worlds.len())
+            .map(|i| match i {
+                0 if racer_won["node"] == "c" => &c,
+                0 => &b,
+                i if i % 2 == 0 => &b,
+                _ => &c,
+            })
+            .collect();
         for (i, w) in worlds.iter().enumerate() {
-            let node = if i % 2 == 0 { &b } else { &c };
-            let j = join_until_taken_over(node, w, "a", Duration::from_secs(20)).await;
+            let node = owners[i];
+            let j = if i == 0 {
+                racer_won.clone()
+            } else {
+                join_until_taken_over(node, w, "a", Duration::from_secs(20)).await
+            };
             let playable_ms = killed.elapsed().as_millis();
             assert_eq!(j["started"], true, "{j}");
             assert_eq!(j["resumed_from_seq"], 1, "{j}");
@@ -122,11 +146,7 @@ fn a_killed_nodes_worlds_resume_on_the_others_at_their_shipped_roots() {
             let lost = last_seen[i].saturating_sub(u64::from(tick));
             report.push((w.clone(), lost, playable_ms, tick));
         }
-        for (w, node) in worlds
-            .iter()
-            .enumerate()
-            .map(|(i, w)| (w, if i % 2 == 0 { &b } else { &c }))
-        {
+        for (w, node) in worlds.iter().zip(owners.iter().copied()) {
             assert_eq!(node.stop(w).await.0, 200);
             let segs = segments(&node.show(w).await);
             assert_eq!(segs[1]["ended"], "stopped");
