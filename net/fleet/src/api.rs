@@ -17,6 +17,7 @@ use migratory_kernel::hex;
 
 use crate::admin::{require_admin, AdminToken};
 use crate::fleet::{Fleet, TokenCheck, WorldFiles};
+use crate::metrics::Outcome;
 use crate::options::{validate_world_id, FleetError};
 use crate::store::{Append, WorldRow, CHUNK_BYTES_MAX};
 
@@ -26,9 +27,11 @@ pub(crate) fn router(fleet: Arc<Fleet>, admin: Arc<AdminToken>) -> Router {
         .route("/api/worlds/{id}", put(create).get(show).delete(delete))
         .route("/api/worlds/{id}/stop", post(stop))
         .route("/api/nodes", get(nodes))
+        .route("/api/sd", get(service_discovery))
         .route_layer(axum::middleware::from_fn_with_state(admin, require_admin));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(metrics))
         .route("/api/worlds/{id}/join", post(join))
         .route("/internal/worlds/{id}/content", get(content))
         .route(
@@ -263,8 +266,64 @@ async fn delete(State(fleet): State<Arc<Fleet>>, Path(id): Path<String>) -> Resu
 }
 
 async fn join(State(fleet): State<Arc<Fleet>>, Path(id): Path<String>) -> Result<Response, FleetError> {
-    let answer = fleet.join(&id).await?;
-    Ok(Json(answer).into_response())
+    let t0 = std::time::Instant::now();
+    let answer = fleet.join(&id).await;
+    let outcome = match &answer {
+        Ok(a) if a.started => "started",
+        Ok(a) if a.node != fleet.node.id => "elsewhere",
+        Ok(_) => "running",
+        Err(FleetError::NotFound { .. }) => "unknown",
+        Err(_) => "failed",
+    };
+    fleet.metrics.joins.get_or_create(&Outcome { outcome }).inc();
+    fleet.metrics.join_seconds.observe(t0.elapsed().as_secs_f64());
+    Ok(Json(answer?).into_response())
+}
+
+/// `GET /metrics`: this node's series (Prometheus/OpenMetrics text).
+async fn metrics(State(fleet): State<Arc<Fleet>>) -> Response {
+    let slots: Vec<_> = {
+        let s = fleet.slots.lock().unwrap_or_else(|e| e.into_inner());
+        s.values().cloned().collect()
+    };
+    let running = slots
+        .iter()
+        .filter(|slot| {
+            slot.try_lock()
+                .is_ok_and(|s| s.running.as_ref().is_some_and(|r| r.child.exit_info().is_none()))
+        })
+        .count();
+    fleet.metrics.world_slots.set(slots.len() as i64);
+    fleet.metrics.servers_running.set(running as i64);
+    (
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
+        fleet.metrics.render(),
+    )
+        .into_response()
+}
+
+/// `GET /api/sd`: Prometheus HTTP service discovery (`http_sd_configs`): every world
+/// server running on a node with a live lease, as its metrics target (the host and port of
+/// its `ws_url`; `/metrics` is on the same port) with `world` and `node` labels.
+async fn service_discovery(State(fleet): State<Arc<Fleet>>) -> Result<Json<serde_json::Value>, FleetError> {
+    let nodes = live_nodes(&fleet).await?;
+    let mut groups = Vec::new();
+    for w in fleet.store.worlds().await? {
+        let (Some(node), Some(url)) = (w.owner_node.as_deref(), w.ws_url.as_deref()) else {
+            continue;
+        };
+        if !nodes.iter().any(|n| n == node) {
+            continue;
+        }
+        let Some(target) = url.strip_prefix("ws://").and_then(|r| r.split('/').next()) else {
+            continue;
+        };
+        groups.push(json!({
+            "targets": [target],
+            "labels": { "world": w.id, "node": node },
+        }));
+    }
+    Ok(Json(serde_json::Value::Array(groups)))
 }
 
 /// `POST /api/worlds/{id}/stop`: stops its server gracefully (a final checkpoint); the

@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use migratory_wire::fleet::{ServerStatus, WorldContent};
 use migratory_wire::http::{self, HttpError};
 
+use crate::metrics::FleetMetrics;
 use crate::node::Node;
 use crate::options::{validate_world_id, FleetError, FleetOptions};
 use crate::process::{self, ChildProc, ExitInfo, Spawner};
@@ -161,6 +162,7 @@ pub(crate) struct Fleet {
     pub(crate) tokens: Mutex<Vec<TokenEntry>>,
     pub(crate) generation: AtomicU64,
     pub(crate) node: Node,
+    pub(crate) metrics: FleetMetrics,
 }
 
 /// One look at a join, under the world's lock.
@@ -349,6 +351,7 @@ impl Fleet {
         };
         if let Some(owner) = row.owner_node.as_deref().filter(|o| *o != self.node.id) {
             tracing::warn!(world = %id, from = %owner, epoch, "taking the world over from a node whose lease lapsed");
+            self.metrics.takeovers.inc();
         }
         let (running, start_tick, resumed_from_seq) = match self.start_server(&row, epoch).await {
             Ok(x) => x,
@@ -386,6 +389,7 @@ impl Fleet {
             if slot.running.as_ref().is_some_and(|r| r.generation == generation) {
                 if let Some(r) = slot.running.take() {
                     tracing::warn!(world = %id, pid = r.child.pid, exit = %info, "world server exited by itself");
+                    fleet.metrics.crashes.inc();
                     if let Err(e) = fleet.finalize(&id, r).await {
                         tracing::error!(world = %id, error = %e, "closing the segment failed");
                     }
@@ -524,6 +528,7 @@ impl Fleet {
                 }
                 Err(e) => {
                     r.failed_polls += 1;
+                    self.metrics.health_misses.inc();
                     tracing::warn!(world = %id, failed = r.failed_polls, error = %e, "status poll failed");
                 }
             }
@@ -533,6 +538,7 @@ impl Fleet {
                 if let Some(r) = slot.running.take() {
                     tracing::error!(world = %id, pid = r.child.pid, polls = r.failed_polls, "world server not answering /status; killing it");
                     r.child.signal(libc::SIGKILL);
+                    self.metrics.health_kills.inc();
                     if let Err(e) = self.finalize(&id, r).await {
                         tracing::error!(world = %id, error = %e, "finalizing a killed world server failed");
                     }

@@ -5,7 +5,8 @@
 //!
 //! Modules, top-down (each uses only those below it): `cli` (the command line), `serve`
 //! (`start`: store, node registration, reconcile, bind, reaper, heartbeat), `api` (the
-//! HTTP front), `admin` (who may manage worlds), `node` (this node's lease), `shipping`
+//! HTTP front), `admin` (who may manage worlds), `metrics` (the node's `/metrics` and
+//! the world servers' discovery list), `node` (this node's lease), `shipping`
 //! (segments on this disk or in the shared store), `start` (a world's server started
 //! here), `fleet` (each world's life cycle),
 //! `process` (spawning, output, signals, exits), `store` (the state of record, SQLite or
@@ -21,6 +22,7 @@ mod admin;
 mod api;
 pub mod cli;
 mod fleet;
+mod metrics;
 mod node;
 mod options;
 mod process;

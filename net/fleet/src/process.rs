@@ -331,3 +331,44 @@ fn is_zombie(pid: u32) -> bool {
 pub fn pid_exists(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(pid)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A restarted fleet signals a remembered pid only if that process runs the server
+    /// binary *and* names the world: a decoy that carries `--world-id=ID` in its arguments
+    /// (a script, an editor) is left alone, as is the binary serving another world.
+    #[test]
+    fn only_the_server_binary_naming_the_world_counts_as_its_server() {
+        let mut decoy = Command::new("/bin/sh")
+            .args(["-c", "sleep 30; true", "sh", &world_id_arg("sb")])
+            .spawn()
+            .expect("spawn a decoy");
+        let pid = decoy.id();
+        // Until exec has happened, /proc shows the test binary's own command line.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| c.windows(14).any(|w| w == b"--world-id=sb\0"))
+        {
+            assert!(Instant::now() < deadline, "the decoy never showed its arguments");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let server_bin = std::path::Path::new("/nonexistent/migratory-server");
+        assert!(
+            !is_world_server(pid, "sb", server_bin),
+            "a decoy is not the world server"
+        );
+        // The same process counts once the configured binary is the one it runs, and only
+        // for the world it names.
+        let sh = std::fs::canonicalize(format!("/proc/{pid}/exe")).expect("its exe");
+        assert!(is_world_server(pid, "sb", &sh));
+        assert!(!is_world_server(pid, "other", &sh));
+        let _ = decoy.kill();
+        let _ = decoy.wait();
+        assert!(
+            !is_world_server(pid, "sb", &sh),
+            "an exited process is nobody's server"
+        );
+    }
+}

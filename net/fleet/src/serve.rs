@@ -69,6 +69,7 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
         tokens: Mutex::new(Vec::new()),
         generation: AtomicU64::new(0),
         node,
+        metrics: crate::metrics::FleetMetrics::new(),
     });
     fleet.reconcile().await?;
     let stop = Arc::new(Notify::new());

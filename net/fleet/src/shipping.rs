@@ -42,10 +42,20 @@ impl Fleet {
             });
         }
         let world = &grant.content.world_id;
-        Ok(self
+        let t0 = std::time::Instant::now();
+        let done = self
             .store
             .append_chunk(world, grant.segment_seq, grant.epoch, offset, bytes)
-            .await?)
+            .await?;
+        self.metrics
+            .store_append_seconds
+            .observe(t0.elapsed().as_secs_f64());
+        match done {
+            Append::Stored => self.metrics.shipped_bytes.inc_by(bytes.len() as u64),
+            Append::Fenced { .. } => self.metrics.fenced_appends.inc(),
+            Append::Gap { .. } => 0,
+        };
+        Ok(done)
     }
 
     /// Ships what the segment's local file holds past the store's copy, under `epoch`

@@ -42,6 +42,7 @@ impl Fleet {
         let segments = self.store.segments(id).await?;
         let resume = segments.iter().rev().find(|s| s.last_tick.is_some());
         if let Some(seg) = resume {
+            self.metrics.resumes.inc();
             // With a shared store the segment may have been written on another machine.
             self.materialize(id, seg.seq, &seg.recording_path).await?;
         }

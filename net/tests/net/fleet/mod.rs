@@ -34,4 +34,5 @@ on_both_backends!(
     limits_refuse_big_worlds_and_cap_the_running_ones,
     admin_calls_need_the_admin_token,
     a_server_that_stops_answering_is_replaced,
+    unknown_joins_keep_nothing_and_metrics_and_discovery_tell_the_rest,
 );
