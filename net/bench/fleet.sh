@@ -19,15 +19,17 @@ FP=$!
 trap 'kill $FP 2>/dev/null; wait $FP 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 100); do grep -q listening "$W/out.txt" && break; sleep 0.05; done
 URL=$(grep -o 'http://[^ ]*' "$W/out.txt")
-# Admin calls carry the fleet's admin token (made in the data folder on first start).
+# Admin calls carry the fleet's admin token, joins its player token (both made in the
+# data folder on first start).
 ADMIN=(-H "Authorization: Bearer $(head -1 "$W/data/admin-token")")
+PLAYER=(-H "Authorization: Bearer $(head -1 "$W/data/player-token")")
 rss_kib() { awk '/VmRSS/{print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 servers_rss_kib() {
   local t=0
   for p in $(pgrep -P "$FP" -f migratory-server || true); do t=$((t + $(rss_kib "$p"))); done
   echo $t
 }
-join_ms() { curl -s -o "$W/join.json" -w '%{time_total}' -X POST "$URL/api/worlds/$1/join" | awk '{printf "%.0f", $1*1000}'; }
+join_ms() { curl -s "${PLAYER[@]}" -o "$W/join.json" -w '%{time_total}' -X POST "$URL/api/worlds/$1/join" | awk '{printf "%.0f", $1*1000}'; }
 
 echo "worlds cold_join_ms fleet_ready_ms warm_p50_ms warm_max_ms fleet_rss_kib servers_rss_kib load1"
 for k in $(seq "$N"); do

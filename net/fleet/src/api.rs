@@ -15,30 +15,37 @@ use serde_json::json;
 
 use migratory_kernel::hex;
 
-use crate::admin::{require_admin, AdminToken};
+use crate::auth::{require_admin, require_player, require_reader, Auth};
 use crate::fleet::{Fleet, TokenCheck, WorldFiles};
 use crate::metrics::Outcome;
 use crate::options::{validate_world_id, FleetError};
 use crate::store::{Append, WorldRow, CHUNK_BYTES_MAX};
 
-pub(crate) fn router(fleet: Arc<Fleet>, admin: Arc<AdminToken>) -> Router {
-    let admin_routes = Router::new()
-        .route("/api/worlds", get(list))
-        .route("/api/worlds/{id}", put(create).get(show).delete(delete))
-        .route("/api/worlds/{id}/stop", post(stop))
-        .route("/api/nodes", get(nodes))
-        .route("/api/sd", get(service_discovery))
-        .route_layer(axum::middleware::from_fn_with_state(admin, require_admin));
+pub(crate) fn router(fleet: Arc<Fleet>, auth: Arc<Auth>) -> Router {
+    use axum::middleware::from_fn_with_state;
+    let admin = from_fn_with_state(auth.clone(), require_admin);
+    let reader = from_fn_with_state(auth.clone(), require_reader);
+    let player = from_fn_with_state(auth, require_player);
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics))
-        .route("/api/worlds/{id}/join", post(join))
+        .route("/api/worlds", get(list).route_layer(reader.clone()))
+        .route(
+            "/api/worlds/{id}",
+            put(create)
+                .delete(delete)
+                .route_layer(admin.clone())
+                .merge(get(show).route_layer(reader.clone())),
+        )
+        .route("/api/worlds/{id}/stop", post(stop).route_layer(admin))
+        .route("/api/worlds/{id}/join", post(join).route_layer(player))
+        .route("/api/nodes", get(nodes).route_layer(reader.clone()))
+        .route("/api/sd", get(service_discovery).route_layer(reader))
         .route("/internal/worlds/{id}/content", get(content))
         .route(
             "/internal/worlds/{id}/segment",
             post(segment).layer(axum::extract::DefaultBodyLimit::max(CHUNK_BYTES_MAX)),
         )
-        .merge(admin_routes)
         .with_state(fleet)
         .layer(axum::middleware::map_response(json_errors))
 }

@@ -59,10 +59,21 @@ struct ServeArgs {
     /// How often player counts are read from the world servers.
     #[arg(long, default_value_t = 1.0, value_name = "S")]
     poll_interval_seconds: f64,
-    /// The admin token: the first line of this file (default: DATA_DIR/admin-token, made
-    /// with a random token when missing). Every admin call carries it as a Bearer token.
+    /// The admin token (every call): $MIGRATORY_FLEET_ADMIN_TOKEN, else the first line of
+    /// this file (default: DATA_DIR/admin-token, made with a random token when missing).
     #[arg(long, value_name = "FILE")]
     admin_token_file: Option<PathBuf>,
+    /// The reader token (list, show, nodes, discovery): $MIGRATORY_FLEET_READER_TOKEN, else
+    /// the first line of this file; without either there is no reader role.
+    #[arg(long, value_name = "FILE")]
+    reader_token_file: Option<PathBuf>,
+    /// The player token (joins): $MIGRATORY_FLEET_PLAYER_TOKEN, else the first line of this
+    /// file (default: DATA_DIR/player-token, made when missing).
+    #[arg(long, value_name = "FILE")]
+    player_token_file: Option<PathBuf>,
+    /// Let joins in without a token, at most N a minute from one client address.
+    #[arg(long, value_name = "N")]
+    open_joins_per_minute: Option<u32>,
     /// Kill a world server whose /status goes unanswered this many polls in a row (each
     /// poll waits 2 s), so joins stop handing out its URL.
     #[arg(long, default_value_t = 5, value_name = "N")]
@@ -106,7 +117,16 @@ fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
 fn options(args: ServeArgs) -> anyhow::Result<FleetOptions> {
     let mut o = FleetOptions::new(args.listen, args.data_dir);
     o.database_url = args.database_url;
-    o.admin_token_file = args.admin_token_file;
+    anyhow::ensure!(
+        args.open_joins_per_minute.is_none_or(|n| n >= 1),
+        "--open-joins-per-minute must be at least 1"
+    );
+    o.tokens = crate::TokenSources {
+        admin_file: args.admin_token_file,
+        reader_file: args.reader_token_file,
+        player_file: args.player_token_file,
+        open_joins_per_minute: args.open_joins_per_minute,
+    };
     anyhow::ensure!(
         args.health_failed_polls_max >= 1,
         "--health-failed-polls-max must be at least 1"

@@ -5,7 +5,7 @@
 //!
 //! Modules, top-down (each uses only those below it): `cli` (the command line), `serve`
 //! (`start`: store, node registration, reconcile, bind, reaper, heartbeat), `api` (the
-//! HTTP front), `admin` (who may manage worlds), `metrics` (the node's `/metrics` and
+//! HTTP front), `auth` (roles and their tokens: admin, reader, player), `metrics` (the node's `/metrics` and
 //! the world servers' discovery list), `node` (this node's lease), `shipping`
 //! (segments on this disk or in the shared store), `start` (a world's server started
 //! here), `fleet` (each world's life cycle),
@@ -18,8 +18,8 @@
 //! its current epoch changes the world's row or appends to its segments. It does not link the game server: it runs it, and speaks to it only
 //! through `migratory-wire`'s contracts.
 
-mod admin;
 mod api;
+mod auth;
 pub mod cli;
 mod fleet;
 mod metrics;
@@ -31,7 +31,10 @@ mod shipping;
 mod start;
 pub mod store;
 
-pub use admin::ADMIN_TOKEN_FILE_NAME;
+pub use auth::{
+    Role, TokenSources, ADMIN_TOKEN_ENV, ADMIN_TOKEN_FILE_NAME, PLAYER_TOKEN_ENV, PLAYER_TOKEN_FILE_NAME,
+    READER_TOKEN_ENV,
+};
 pub use fleet::JoinAnswer;
 pub use options::{validate_world_id, FleetError, FleetOptions, WorldLimits, WORLD_ID_BYTES_MAX};
 pub use serve::{start, FleetHandle};

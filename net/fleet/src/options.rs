@@ -31,8 +31,8 @@ pub struct FleetOptions {
     pub poll_interval: Duration,
     /// What one fleet accepts to run.
     pub limits: WorldLimits,
-    /// The admin token's file (None: `DATA_DIR/admin-token`, made when missing).
-    pub admin_token_file: Option<PathBuf>,
+    /// Where the roles' tokens come from (`auth`).
+    pub tokens: crate::auth::TokenSources,
     /// A world server whose `/status` goes unanswered this many polls in a row is killed.
     pub health_failed_polls_max: u32,
     /// This node's name in the store (unique among the nodes sharing it).
@@ -92,7 +92,7 @@ impl FleetOptions {
             stop_timeout: Duration::from_secs(10),
             poll_interval: Duration::from_secs(1),
             limits: WorldLimits::default(),
-            admin_token_file: None,
+            tokens: crate::auth::TokenSources::default(),
             health_failed_polls_max: 5,
             node_id: default_node_id(),
             advertise_host: "127.0.0.1".into(),

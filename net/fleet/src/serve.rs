@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
 
-use crate::admin::AdminToken;
 use crate::api;
+use crate::auth::Auth;
 use crate::fleet::Fleet;
 use crate::node::{self, Node};
 use crate::options::{io_err, FleetError, FleetOptions};
@@ -48,8 +48,8 @@ impl FleetHandle {
 pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
     std::fs::create_dir_all(&options.data_dir)
         .map_err(io_err(format!("creating {}", options.data_dir.display())))?;
-    let (admin, admin_path) = AdminToken::load(options.admin_token_file.as_deref(), &options.data_dir)?;
-    tracing::info!(file = %admin_path.display(), "admin calls take the token in this file");
+    let (auth, from) = Auth::load(&options.tokens, &options.data_dir)?;
+    tracing::info!(admin = %from.admin, reader = ?from.reader, player = %from.player, "tokens: where each role's comes from");
     let store = Store::open(options.database_url.as_deref(), &options.data_dir).await?;
     let node = Node::new(&options)?;
     node.register(&store).await?;
@@ -89,9 +89,11 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
         })
     };
     let heartbeat = node::spawn_heartbeat(fleet.clone(), stop.clone(), shutdown_rx.clone());
-    let app = api::router(fleet.clone(), Arc::new(admin));
+    let app = api::router(fleet.clone(), Arc::new(auth));
     let stop_rx = stop.clone();
     let task = tokio::spawn(async move {
+        // The peer address feeds the open-join rate limit.
+        let app = app.into_make_service_with_connect_info::<SocketAddr>();
         let server = axum::serve(listener, app).with_graceful_shutdown(async move {
             let _ = shutdown_rx.changed().await;
         });

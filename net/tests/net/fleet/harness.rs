@@ -183,7 +183,13 @@ impl Env {
 
     /// Starts a fleet on this store with `args` added to `serve`.
     pub fn fleet(&self, args: &[&str]) -> Fleet {
+        self.fleet_with_env(args, &[])
+    }
+
+    /// `fleet` with environment variables set for it.
+    pub fn fleet_with_env(&self, args: &[&str], envs: &[(&str, &str)]) -> Fleet {
         let mut cmd = Command::new(FLEET);
+        cmd.envs(envs.iter().copied());
         cmd.arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")

@@ -32,7 +32,8 @@ on_both_backends!(
     answers_are_json_and_any_valid_id_runs,
     a_join_resets_the_idle_clock,
     limits_refuse_big_worlds_and_cap_the_running_ones,
-    admin_calls_need_the_admin_token,
+    every_call_needs_a_token_of_its_role,
+    open_joins_are_rate_limited_and_tokens_come_from_the_environment,
     a_server_that_stops_answering_is_replaced,
     unknown_joins_keep_nothing_and_metrics_and_discovery_tell_the_rest,
 );

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use migratory_fleet::Role;
 use migratory_kernel::Input;
 use migratory_replay::{tools, Recording};
 use migratory_wire::http::Method;
@@ -583,38 +584,66 @@ pub fn limits_refuse_big_worlds_and_cap_the_running_ones(backend: Backend) {
 
 /// Admin calls need the fleet's admin token; joins do not. Without it, an anonymous DELETE
 /// with a player connected had deleted every recording of the world.
-pub fn admin_calls_need_the_admin_token(backend: Backend) {
-    let id = world_id("admin", backend);
-    let env = Env::new(backend, "fleet-admin");
-    let mut fleet = env.fleet(POLL);
-    let token = fleet.admin_token.clone().expect("the fleet made its admin token");
-    let mode = std::fs::metadata(env.data_dir().join(migratory_fleet::ADMIN_TOKEN_FILE_NAME))
-        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
-        .expect("token file");
-    assert_eq!(mode, 0o600, "the admin token file is readable by others");
+pub fn every_call_needs_a_token_of_its_role(backend: Backend) {
+    let id = world_id("roles", backend);
+    let env = Env::new(backend, "fleet-roles");
+    let reader_file = env.dir.write("reader-token", b"reader-token-for-this-test\n");
+    let reader_arg = reader_file.display().to_string();
+    let mut fleet = env.fleet(&[
+        "--poll-interval-seconds",
+        "0.1",
+        "--reader-token-file",
+        &reader_arg,
+    ]);
+    let admin = fleet.admin_token.clone().expect("the fleet made its admin token");
+    for name in [
+        migratory_fleet::ADMIN_TOKEN_FILE_NAME,
+        migratory_fleet::PLAYER_TOKEN_FILE_NAME,
+    ] {
+        let mode = std::fs::metadata(env.data_dir().join(name))
+            .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
+            .expect("token file");
+        assert_eq!(mode, 0o600, "{name} is readable by others");
+    }
+    let player = std::fs::read_to_string(env.data_dir().join(migratory_fleet::PLAYER_TOKEN_FILE_NAME))
+        .expect("player token")
+        .trim()
+        .to_string();
     runtime().block_on(async {
         assert_eq!(fleet.put(&id, SMALL_WORLD).await.0, 201);
-        let (s, j) = fleet.join(&id).await;
-        assert_eq!(s, 200, "{j}");
-        for wrong in [None, Some("not-the-admin-token-at-all".to_string())] {
-            fleet.admin_token = wrong.clone();
-            for (method, path) in [
-                (Method::GET, "/api/worlds".to_string()),
-                (Method::GET, format!("/api/worlds/{id}")),
-                (Method::PUT, format!("/api/worlds/{id}")),
-                (Method::POST, format!("/api/worlds/{id}/stop")),
-                (Method::DELETE, format!("/api/worlds/{id}")),
-            ] {
-                let (s, b) = fleet.call(method.clone(), &path, Some(SMALL_WORLD)).await;
-                assert_eq!(s, 401, "{method} {path} with {wrong:?}: {b}");
-                assert!(b["error"].is_string(), "{b}");
+        let calls = [
+            (Method::GET, "/api/worlds".to_string(), Role::Reader),
+            (Method::GET, format!("/api/worlds/{id}"), Role::Reader),
+            (Method::GET, "/api/nodes".to_string(), Role::Reader),
+            (Method::GET, "/api/sd".to_string(), Role::Reader),
+            (Method::POST, format!("/api/worlds/{id}/join"), Role::Player),
+            (Method::PUT, format!("/api/worlds/{id}"), Role::Admin),
+            (Method::POST, format!("/api/worlds/{id}/stop"), Role::Admin),
+        ];
+        let tokens = [
+            (None, None),
+            (Some("not-any-token-of-this-fleet".to_string()), None),
+            (Some("reader-token-for-this-test".to_string()), Some(Role::Reader)),
+            (Some(player.clone()), Some(Role::Player)),
+            (Some(admin.clone()), Some(Role::Admin)),
+        ];
+        for (token, role) in &tokens {
+            fleet.admin_token = token.clone();
+            for (method, path, needed) in &calls {
+                let (s, b) = fleet.call(method.clone(), path, Some(SMALL_WORLD)).await;
+                let want = match role {
+                    None => 401,
+                    Some(Role::Admin) => 200,
+                    Some(r) if r == needed => 200,
+                    Some(_) => 403,
+                };
+                assert_eq!(s, want, "{method} {path} as {role:?}: {b}");
+                if s != 200 {
+                    assert!(b["error"].is_string(), "{b}");
+                }
             }
-            // Players join without it.
-            let (s, j) = fleet.join(&id).await;
-            assert_eq!((s, j["started"].clone()), (200, Value::Bool(false)), "{j}");
         }
-        fleet.admin_token = Some(token);
-        assert_eq!(fleet.show(&id).await["id"], id.as_str());
+        fleet.admin_token = Some(admin);
         assert_eq!(
             fleet
                 .call(Method::DELETE, &format!("/api/worlds/{id}"), None)
@@ -622,6 +651,49 @@ pub fn admin_calls_need_the_admin_token(backend: Backend) {
                 .0,
             204
         );
+    });
+}
+
+/// `--open-joins-per-minute N` lets joins in without a token, N a minute from one
+/// address; tokens still work past the limit. The admin token can come from the
+/// environment instead of a file.
+pub fn open_joins_are_rate_limited_and_tokens_come_from_the_environment(backend: Backend) {
+    let id = world_id("open", backend);
+    let env = Env::new(backend, "fleet-open");
+    let admin = "admin-token-from-the-environment";
+    let mut fleet = env.fleet_with_env(
+        &["--open-joins-per-minute", "3"],
+        &[(migratory_fleet::ADMIN_TOKEN_ENV, admin)],
+    );
+    assert!(
+        !env.data_dir()
+            .join(migratory_fleet::PLAYER_TOKEN_FILE_NAME)
+            .exists(),
+        "open joins make no player token"
+    );
+    runtime().block_on(async {
+        fleet.admin_token = Some(admin.to_string());
+        assert_eq!(fleet.put(&id, SMALL_WORLD).await.0, 201);
+        fleet.admin_token = None;
+        for _ in 0..3 {
+            let (s, j) = fleet.join(&id).await;
+            assert_eq!(s, 200, "{j}");
+        }
+        let (s, j) = fleet.join(&id).await;
+        assert_eq!(s, 429, "{j}");
+        assert!(
+            j["error"].as_str().is_some_and(|e| e.contains("3 a minute")),
+            "{j}"
+        );
+        fleet.admin_token = Some(admin.to_string());
+        let (s, j) = fleet.join(&id).await;
+        assert_eq!(s, 200, "{j}");
+        // The file's token is not the admin token when the environment gives one.
+        let file = env.data_dir().join(migratory_fleet::ADMIN_TOKEN_FILE_NAME);
+        if let Ok(t) = std::fs::read_to_string(&file) {
+            fleet.admin_token = Some(t.trim().to_string());
+            assert_eq!(fleet.call(Method::GET, "/api/worlds", None).await.0, 401);
+        }
     });
 }
 
