@@ -121,27 +121,7 @@ async fn create(
     config
         .validate()
         .map_err(|e| invalid(format!("world config: {e}")))?;
-    let limits = fleet.options.limits;
-    for (key, value, max, flag) in [
-        (
-            "terrain_grid_cells",
-            config.terrain_grid_cells,
-            limits.terrain_grid_cells_max,
-            "--world-terrain-cells-max",
-        ),
-        (
-            "boid_count",
-            config.boid_count,
-            limits.boid_count_max,
-            "--world-boids-max",
-        ),
-    ] {
-        if value > max {
-            return Err(invalid(format!(
-                "world config key `{key}`: {value} is over this fleet's limit of {max} ({flag})"
-            )));
-        }
-    }
+    fleet.options.limits.check(&config, fleet.options.shards)?;
     let config_json = value.to_string();
     let config_hash = hex(&config.content_hash());
     if fleet.store.create_world(&id, &config_json, &config_hash).await? {

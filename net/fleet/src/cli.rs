@@ -101,6 +101,18 @@ struct ServeArgs {
     /// machine that dies loses at most this much more than the last recorded block).
     #[arg(long, default_value_t = 0.25, value_name = "S")]
     ship_interval_seconds: f64,
+    /// Refuse worlds with more client slots than this.
+    #[arg(long, default_value_t = crate::WorldLimits::default().client_slots_max, value_name = "N")]
+    world_clients_max: u32,
+    /// Refuse worlds whose estimated tick takes more than this share of the tick.
+    #[arg(long, default_value_t = crate::TickCostModel::default().budget_percent, value_name = "PERCENT")]
+    tick_budget_percent: u32,
+    /// The cost model: microseconds a boid costs a tick on this node.
+    #[arg(long, default_value_t = crate::TickCostModel::default().us_per_boid, value_name = "US")]
+    tick_cost_us_per_boid: f64,
+    /// The cost model: microseconds a client slot costs a tick on this node.
+    #[arg(long, default_value_t = crate::TickCostModel::default().us_per_client, value_name = "US")]
+    tick_cost_us_per_client: f64,
     /// Run at most this many world servers at once (a join that would start one more is a 503).
     #[arg(long, default_value_t = crate::WorldLimits::default().worlds_running_max, value_name = "N")]
     worlds_running_max: u32,
@@ -171,10 +183,29 @@ fn options(args: ServeArgs) -> anyhow::Result<FleetOptions> {
     );
     o.lease = Duration::from_secs_f64(args.lease_seconds);
     o.ship_interval = seconds("ship-interval-seconds", args.ship_interval_seconds)?;
+    anyhow::ensure!(
+        (1..=1000).contains(&args.tick_budget_percent),
+        "--tick-budget-percent must be 1 to 1000"
+    );
+    for (name, v) in [
+        ("tick-cost-us-per-boid", args.tick_cost_us_per_boid),
+        ("tick-cost-us-per-client", args.tick_cost_us_per_client),
+    ] {
+        anyhow::ensure!(
+            v.is_finite() && v >= 0.0,
+            "--{name} must be a number of microseconds, not {v}"
+        );
+    }
     o.limits = crate::WorldLimits {
         terrain_grid_cells_max: args.world_terrain_cells_max,
         boid_count_max: args.world_boids_max,
+        client_slots_max: args.world_clients_max,
         worlds_running_max: args.worlds_running_max,
+        tick_cost: crate::TickCostModel {
+            us_per_boid: args.tick_cost_us_per_boid,
+            us_per_client: args.tick_cost_us_per_client,
+            budget_percent: args.tick_budget_percent,
+        },
     };
     Ok(o)
 }

@@ -6,7 +6,7 @@
 //! Modules, top-down (each uses only those below it): `cli` (the command line), `serve`
 //! (`start`: store, node registration, reconcile, bind, reaper, heartbeat), `api` (the
 //! HTTP front), `auth` (roles and their tokens: admin, reader, player), `metrics` (the node's `/metrics` and
-//! the world servers' discovery list), `node` (this node's lease), `shipping`
+//! the world servers' discovery list), `node` (this node's lease), `limits` (what a world may ask for, and a tick cost model), `shipping`
 //! (segments on this disk or in the shared store), `start` (a world's server started
 //! here), `fleet` (each world's life cycle),
 //! `process` (spawning, output, signals, exits), `store` (the state of record, SQLite or
@@ -22,6 +22,7 @@ mod api;
 mod auth;
 pub mod cli;
 mod fleet;
+mod limits;
 mod metrics;
 mod node;
 mod options;
@@ -36,5 +37,6 @@ pub use auth::{
     READER_TOKEN_ENV,
 };
 pub use fleet::JoinAnswer;
-pub use options::{validate_world_id, FleetError, FleetOptions, WorldLimits, WORLD_ID_BYTES_MAX};
+pub use limits::{TickCostModel, WorldLimits};
+pub use options::{validate_world_id, FleetError, FleetOptions, WORLD_ID_BYTES_MAX};
 pub use serve::{start, FleetHandle};

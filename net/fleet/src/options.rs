@@ -30,7 +30,7 @@ pub struct FleetOptions {
     /// How often player counts are read from the world servers.
     pub poll_interval: Duration,
     /// What one fleet accepts to run.
-    pub limits: WorldLimits,
+    pub limits: crate::limits::WorldLimits,
     /// Where the roles' tokens come from (`auth`).
     pub tokens: crate::auth::TokenSources,
     /// A world server whose `/status` goes unanswered this many polls in a row is killed.
@@ -52,29 +52,6 @@ pub struct FleetOptions {
 /// Longest `--lease-seconds`: a dead node's worlds wait this long for a takeover.
 pub const LEASE_SECONDS_MAX: f64 = 60.0;
 
-/// Caps on what a world may ask for and on how many run at once: without them one PUT of
-/// an 8,192-cell terrain took 15 s to start and 1.35 GB, and a million boids ran 83 ms
-/// ticks against a 16.7 ms budget. The defaults are four times the default world.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WorldLimits {
-    /// Most `terrain_grid_cells` a world may have (the grid is that squared).
-    pub terrain_grid_cells_max: u32,
-    /// Most `boid_count` a world may have.
-    pub boid_count_max: u32,
-    /// Most world servers running at once; a join that would start one more is a 503.
-    pub worlds_running_max: u32,
-}
-
-impl Default for WorldLimits {
-    fn default() -> Self {
-        WorldLimits {
-            terrain_grid_cells_max: 2048,
-            boid_count_max: 20_000,
-            worlds_running_max: 64,
-        }
-    }
-}
-
 impl FleetOptions {
     /// Defaults for `data_dir`, with the server binary next to the running one.
     pub fn new(listen: SocketAddr, data_dir: PathBuf) -> FleetOptions {
@@ -91,7 +68,7 @@ impl FleetOptions {
             ready_timeout: Duration::from_secs(30),
             stop_timeout: Duration::from_secs(10),
             poll_interval: Duration::from_secs(1),
-            limits: WorldLimits::default(),
+            limits: crate::limits::WorldLimits::default(),
             tokens: crate::auth::TokenSources::default(),
             health_failed_polls_max: 5,
             node_id: default_node_id(),

@@ -560,6 +560,18 @@ pub fn limits_refuse_big_worlds_and_cap_the_running_ones(backend: Backend) {
                 "boid_count",
                 "--world-boids-max",
             ),
+            (
+                r#"{"terrain_grid_cells": 256, "terrain_cell_size_mm": 1000, "world_size_mm": 256000, "boid_count": 100, "client_slots_max": 2000}"#,
+                "client_slots_max",
+                "--world-clients-max",
+            ),
+            // 1,000 boids and 1,024 slots at 600 Hz: an estimated 10.3 ms a tick against
+            // a budget of 1.3 ms.
+            (
+                r#"{"terrain_grid_cells": 256, "terrain_cell_size_mm": 1000, "world_size_mm": 256000, "boid_count": 1000, "tick_rate_hz": 600, "snapshot_interval_ticks": 30}"#,
+                "estimated at 10.3 ms",
+                "--tick-budget-percent",
+            ),
         ] {
             let (s, r) = fleet.put(&a, body).await;
             assert_eq!(s, 422, "{body}: {r}");
