@@ -52,6 +52,17 @@ fn bucket_of(v: u64) -> usize {
     (SUB + shift as u64 * SUB + sub) as usize
 }
 
+/// The largest value bucket `i` holds.
+fn upper_of(i: usize) -> u64 {
+    let i = i as u64;
+    if i < SUB {
+        return i;
+    }
+    let shift = (i - SUB) / SUB;
+    let sub = (i - SUB) % SUB;
+    ((SUB + sub) << shift) + ((1u64 << shift) - 1)
+}
+
 /// A representative value of bucket `i` (its midpoint).
 fn value_of(i: usize) -> u64 {
     let i = i as u64;
@@ -92,6 +103,17 @@ impl Histogram {
         self.count.store(0, Relaxed);
         self.sum.store(0, Relaxed);
         self.max.store(0, Relaxed);
+    }
+
+    /// Samples at or below `le` (exact below 32, to the bucket's ~3% above: a sample
+    /// counts when its whole bucket is at or below `le`).
+    pub fn count_at_or_below(&self, le: u64) -> u64 {
+        self.counts
+            .iter()
+            .enumerate()
+            .take_while(|(i, _)| upper_of(*i) <= le)
+            .map(|(_, c)| c.load(Relaxed))
+            .sum()
     }
 
     /// The value at quantile `q` (0..=1), or 0 when empty.
@@ -317,16 +339,15 @@ impl Metrics {
             &metric::TICK_LOOP_RECENT_SECONDS,
             &[("", self.loop_recent_us.last())],
         );
-        summary(
-            o,
-            &metric::TICK_PHASE_SECONDS,
-            &[
-                ("ingest", &self.ingest_us),
-                ("step", &self.step_us),
-                ("record", &self.record_us),
-                ("handoff", &self.handoff_us),
-            ],
-        );
+        let phases = [
+            ("ingest", &self.ingest_us),
+            ("step", &self.step_us),
+            ("record", &self.record_us),
+            ("handoff", &self.handoff_us),
+        ];
+        summary(o, &metric::TICK_PHASE_SECONDS, &phases);
+        histogram(o, &metric::TICK_LOOP_DURATION_SECONDS, &[("", &self.loop_us)]);
+        histogram(o, &metric::TICK_PHASE_DURATION_SECONDS, &phases);
     }
 
     fn render_connections(&self, o: &mut String) {
@@ -509,6 +530,37 @@ fn process_figures() -> Option<ProcessFigures> {
     None
 }
 
+/// A Prometheus histogram (cumulative `le` buckets in seconds, `_sum`, `_count`) for each
+/// labelled histogram of microseconds.
+fn histogram(o: &mut String, m: &Metric, parts: &[(&str, &Histogram)]) {
+    head(o, m);
+    let name = m.name;
+    for (phase, h) in parts {
+        let phase_label = if phase.is_empty() {
+            String::new()
+        } else {
+            format!("phase=\"{phase}\",")
+        };
+        for le in metric::DURATION_BUCKETS_SECONDS {
+            let le_us = (le * 1e6).round() as u64;
+            let _ = writeln!(
+                o,
+                "{name}_bucket{{{phase_label}le=\"{le}\"}} {}",
+                h.count_at_or_below(le_us)
+            );
+        }
+        let _ = writeln!(o, "{name}_bucket{{{phase_label}le=\"+Inf\"}} {}", h.count());
+        let plain = phase_label.trim_end_matches(',');
+        let braces = if plain.is_empty() {
+            String::new()
+        } else {
+            format!("{{{plain}}}")
+        };
+        let _ = writeln!(o, "{name}_sum{braces} {}", h.sum() as f64 / 1e6);
+        let _ = writeln!(o, "{name}_count{braces} {}", h.count());
+    }
+}
+
 /// A Prometheus summary (p50, p99, max in seconds) for each labelled histogram.
 fn summary(o: &mut String, m: &Metric, parts: &[(&str, &Histogram)]) {
     head(o, m);
@@ -561,6 +613,40 @@ mod tests {
             let err = r.abs_diff(v) as f64 / (v.max(1)) as f64;
             assert!(err <= 1.0 / SUB as f64, "{v} -> {r}");
         }
+    }
+
+    #[test]
+    fn a_bucket_holds_up_to_its_upper_bound_and_no_further() {
+        for v in (0..100_000u64).chain([1 << 40, u64::MAX / 2]) {
+            let b = bucket_of(v);
+            assert!(upper_of(b) >= v, "{v}");
+            assert_eq!(bucket_of(upper_of(b)), b, "{v}");
+            assert_eq!(bucket_of(upper_of(b) + 1), b + 1, "{v}");
+        }
+    }
+
+    #[test]
+    fn histograms_are_cumulative_buckets_in_seconds() {
+        let m = Metrics::new(60);
+        for us in [100, 1500, 1500, 1500, 10_000, 200_000] {
+            m.loop_us.record(us);
+        }
+        let text = m.render();
+        let name = metric::TICK_LOOP_DURATION_SECONDS.name;
+        let bucket = |le: &str| sample(&text, &format!("{name}_bucket"), &format!("{{le=\"{le}\"}}"));
+        assert_eq!(bucket("0.00025"), Some(1.0));
+        assert_eq!(bucket("0.001"), Some(1.0));
+        assert_eq!(bucket("0.002"), Some(4.0));
+        assert_eq!(bucket("0.016"), Some(5.0));
+        assert_eq!(bucket("0.064"), Some(5.0));
+        assert_eq!(bucket("+Inf"), Some(6.0));
+        assert_eq!(sample(&text, &format!("{name}_count"), ""), Some(6.0));
+        let phase = metric::TICK_PHASE_DURATION_SECONDS.name;
+        assert_eq!(
+            sample(&text, &format!("{phase}_bucket"), "{phase=\"step\",le=\"+Inf\"}"),
+            Some(0.0)
+        );
+        assert!(text.contains(&format!("# TYPE {name} histogram")), "{text}");
     }
 
     #[test]

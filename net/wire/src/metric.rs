@@ -11,6 +11,7 @@ pub enum Kind {
     Counter,
     Gauge,
     Summary,
+    Histogram,
 }
 
 impl Kind {
@@ -20,6 +21,7 @@ impl Kind {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
             Kind::Summary => "summary",
+            Kind::Histogram => "histogram",
         }
     }
 }
@@ -66,7 +68,7 @@ pub fn code(code: &str) -> String {
     format!("{{code=\"{code}\"}}")
 }
 
-use Kind::{Counter, Gauge, Summary};
+use Kind::{Counter, Gauge, Histogram, Summary};
 
 pub const TICKS_TOTAL: Metric = metric("migratory_ticks_total", Counter, "Ticks simulated.");
 pub const TICK: Metric = metric("migratory_tick", Gauge, "The newest tick.");
@@ -98,6 +100,20 @@ pub const TICK_LOOP_RECENT_SECONDS: Metric = metric(
 );
 pub const TICK_PHASE_SECONDS: Metric =
     metric("migratory_tick_phase_seconds", Summary, "Work per tick phase.");
+pub const TICK_LOOP_DURATION_SECONDS: Metric = metric(
+    "migratory_tick_loop_duration_seconds",
+    Histogram,
+    "Work per tick as a histogram: aggregate it across worlds with histogram_quantile (a summary's quantiles cannot be combined).",
+);
+pub const TICK_PHASE_DURATION_SECONDS: Metric = metric(
+    "migratory_tick_phase_duration_seconds",
+    Histogram,
+    "Work per tick phase as a histogram (see migratory_tick_loop_duration_seconds).",
+);
+/// The upper bounds (`le`) of the duration histograms, in seconds: 0.25 ms to 64 ms by
+/// powers of two, around a 16.7 ms tick.
+pub const DURATION_BUCKETS_SECONDS: [f64; 9] =
+    [0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064];
 pub const CLIENTS: Metric = metric("migratory_clients", Gauge, "Clients joined in the world.");
 pub const CONNECTIONS: Metric = metric("migratory_connections", Gauge, "Live connection tasks.");
 pub const HTTP_CONNECTIONS: Metric = metric(
@@ -248,6 +264,8 @@ pub const ALL: &[Metric] = &[
     TICK_LOOP_SECONDS,
     TICK_LOOP_RECENT_SECONDS,
     TICK_PHASE_SECONDS,
+    TICK_LOOP_DURATION_SECONDS,
+    TICK_PHASE_DURATION_SECONDS,
     CLIENTS,
     CONNECTIONS,
     HTTP_CONNECTIONS,
