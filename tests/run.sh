@@ -21,6 +21,8 @@ compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || PACKAGES+=(postgresq
 command -v node >/dev/null || PACKAGES+=(nodejs)
 command -v npm >/dev/null || PACKAGES+=(npm)
 [ -x /usr/bin/chromium ] || PACKAGES+=(chromium)
+# The fleet's metrics test runs a real Prometheus (and promtool) against a fleet.
+command -v prometheus >/dev/null || PACKAGES+=(prometheus)
 if [ ${#PACKAGES[@]} -gt 0 ]; then
   echo "installing Debian packages: ${PACKAGES[*]}"
   if [ "$(id -u)" -eq 0 ]; then

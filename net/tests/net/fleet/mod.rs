@@ -4,6 +4,7 @@
 
 mod harness;
 mod nodes;
+mod prometheus;
 mod scenarios;
 
 pub use harness::Backend;
