@@ -75,8 +75,8 @@ struct ServeArgs {
     #[arg(long, value_name = "N")]
     open_joins_per_minute: Option<u32>,
     /// Kill a world server whose /status goes unanswered this many polls in a row (each
-    /// poll waits 2 s), so joins stop handing out its URL.
-    #[arg(long, default_value_t = 5, value_name = "N")]
+    /// poll waits 1 s), so joins stop handing out its URL.
+    #[arg(long, default_value_t = 3, value_name = "N")]
     health_failed_polls_max: u32,
     /// Refuse worlds whose terrain grid is wider than this many cells.
     #[arg(long, default_value_t = crate::WorldLimits::default().terrain_grid_cells_max, value_name = "N")]

@@ -140,6 +140,10 @@ pub struct JoinAnswer {
     pub ready_ms: u64,
 }
 
+/// How long a `/status` poll waits: a world server answers from memory in well under a
+/// millisecond, so a second is a server that is stopped, wedged or unreachable.
+pub(crate) const STATUS_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Why a `/status` poll got no status.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum StatusError {
@@ -400,7 +404,7 @@ impl Fleet {
 
     pub(crate) async fn status(&self, url: &str) -> Result<ServerStatus, StatusError> {
         let response = http::Request::new(http::Method::GET, url)
-            .timeout(Duration::from_secs(2))
+            .timeout(STATUS_TIMEOUT)
             .send()
             .await?;
         if !response.is_success() {
@@ -497,19 +501,23 @@ impl Fleet {
             let s = self.slots.lock().unwrap_or_else(|e| e.into_inner());
             s.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
         };
-        for (id, slot) in slots {
-            // A world busy starting or stopping is looked at next time. The lock is not
-            // held while its server answers, so a `show` meanwhile does not see it busy.
-            let (status_url, generation) = {
-                let Ok(slot) = slot.try_lock() else {
-                    continue;
+        // A world busy starting or stopping is looked at next time. The lock is not held
+        // while its server answers, so a `show` meanwhile does not see it busy.
+        let polled: Vec<(String, Arc<tokio::sync::Mutex<Slot>>, String, u64)> = slots
+            .into_iter()
+            .filter_map(|(id, slot)| {
+                let (url, generation) = {
+                    let s = slot.try_lock().ok()?;
+                    let r = s.running.as_ref().filter(|r| r.child.exit_info().is_none())?;
+                    (r.status_url.clone(), r.generation)
                 };
-                match &slot.running {
-                    Some(r) if r.child.exit_info().is_none() => (r.status_url.clone(), r.generation),
-                    _ => continue,
-                }
-            };
-            let status = self.status(&status_url).await;
+                Some((id, slot, url, generation))
+            })
+            .collect();
+        // All at once: a frozen server's timeout delays nobody else's poll.
+        let statuses =
+            futures_util::future::join_all(polled.iter().map(|(_, _, url, _)| self.status(url))).await;
+        for ((id, slot, _, generation), status) in polled.into_iter().zip(statuses) {
             let Ok(mut slot) = slot.try_lock() else {
                 continue;
             };

@@ -70,7 +70,7 @@ impl FleetOptions {
             poll_interval: Duration::from_secs(1),
             limits: crate::limits::WorldLimits::default(),
             tokens: crate::auth::TokenSources::default(),
-            health_failed_polls_max: 5,
+            health_failed_polls_max: 3,
             node_id: default_node_id(),
             advertise_host: "127.0.0.1".into(),
             world_bind: IpAddr::V4(Ipv4Addr::LOCALHOST),

@@ -715,7 +715,8 @@ pub fn open_joins_are_rate_limited_and_tokens_come_from_the_environment(backend:
 pub fn a_server_that_stops_answering_is_replaced(backend: Backend) {
     let id = world_id("frozen", backend);
     let env = Env::new(backend, "fleet-frozen");
-    let fleet = env.fleet(&["--poll-interval-seconds", "0.1", "--health-failed-polls-max", "2"]);
+    // The defaults: a poll a second, each waiting 1 s, 3 misses.
+    let fleet = env.fleet(&[]);
     runtime().block_on(async {
         assert_eq!(fleet.put(&id, SMALL_WORLD).await.0, 201);
         let (s, first) = fleet.join(&id).await;
@@ -725,12 +726,19 @@ pub fn a_server_that_stops_answering_is_replaced(backend: Backend) {
         assert_eq!(pids.len(), 1);
         // SAFETY: a signal to the world server this test's fleet started.
         unsafe { libc::kill(pids[0] as libc::pid_t, libc::SIGSTOP) };
+        let frozen = std::time::Instant::now();
         eventually(
             "the frozen server to be killed",
             Duration::from_secs(20),
             async || !alive(pids[0]),
         )
         .await;
+        let detected = frozen.elapsed();
+        eprintln!(
+            "a SIGSTOPped world server was killed {:.1} s after it froze",
+            detected.as_secs_f64()
+        );
+        assert!(detected < Duration::from_secs(8), "detected after {detected:?}");
         let (s, next) = fleet.join(&id).await;
         assert_eq!(s, 200, "{next}");
         assert_eq!(next["started"], true, "{next}");
