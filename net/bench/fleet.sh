@@ -18,7 +18,7 @@ W=$(mktemp -d)
 FP=$!
 trap 'kill $FP 2>/dev/null; wait $FP 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 100); do grep -q listening "$W/out.txt" && break; sleep 0.05; done
-URL=$(grep -o 'http://[^ ]*' "$W/out.txt")
+URL=$(sed -n 's/^listening on //p' "$W/out.txt")
 # Admin calls carry the fleet's admin token, joins its player token (both made in the
 # data folder on first start).
 ADMIN=(-H "Authorization: Bearer $(head -1 "$W/data/admin-token")")

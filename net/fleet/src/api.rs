@@ -17,7 +17,7 @@ use migratory_kernel::hex;
 
 use crate::auth::{require_admin, require_player, require_reader, Auth};
 use crate::fleet::{Fleet, TokenCheck, WorldFiles};
-use crate::metrics::Outcome;
+use crate::metrics::{Outcome, WorldState, WORLD_STATES};
 use crate::options::{validate_world_id, FleetError};
 use crate::store::{Append, WorldRow, CHUNK_BYTES_MAX};
 
@@ -41,6 +41,15 @@ pub(crate) fn router(fleet: Arc<Fleet>, auth: Arc<Auth>) -> Router {
         .route("/api/worlds/{id}/join", post(join).route_layer(player))
         .route("/api/nodes", get(nodes).route_layer(reader.clone()))
         .route("/api/sd", get(service_discovery).route_layer(reader))
+        .with_state(fleet)
+        .layer(axum::middleware::map_response(json_errors))
+}
+
+/// The routes this node's own world servers call, each with its token: served on a
+/// listener of their own (`--internal-listen`, loopback by default), never on the public
+/// port.
+pub(crate) fn internal_router(fleet: Arc<Fleet>) -> Router {
+    Router::new()
         .route("/internal/worlds/{id}/content", get(content))
         .route(
             "/internal/worlds/{id}/segment",
@@ -282,6 +291,25 @@ async fn metrics(State(fleet): State<Arc<Fleet>>) -> Response {
         .count();
     fleet.metrics.world_slots.set(slots.len() as i64);
     fleet.metrics.servers_running.set(running as i64);
+    // Worlds by state, from the store (one query a scrape).
+    if let (Ok(rows), Ok(nodes)) = (fleet.store.worlds().await, live_nodes(&fleet).await) {
+        let mut counts = [0i64; WORLD_STATES.len()];
+        for row in &rows {
+            let elsewhere = row.owner_node.as_deref().is_some_and(|o| o != fleet.node.id);
+            // A world this node is starting or stopping ("busy") counts as running here.
+            let i = match live(&fleet, row, &nodes)["state"].as_str() {
+                Some("running") if elsewhere => 1,
+                Some("starting") => 1,
+                Some("running" | "busy") => 0,
+                Some("orphaned") => 2,
+                _ => 3,
+            };
+            counts[i] += 1;
+        }
+        for (state, n) in WORLD_STATES.into_iter().zip(counts) {
+            fleet.metrics.worlds.get_or_create(&WorldState { state }).set(n);
+        }
+    }
     (
         [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
         fleet.metrics.render(),

@@ -35,6 +35,10 @@ struct ServeArgs {
     /// Address of the HTTP API (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:7300", value_name = "ADDR")]
     listen: SocketAddr,
+    /// Address of the routes this node's world servers call (their content, their
+    /// recordings); they run on this machine, so loopback serves (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
+    internal_listen: SocketAddr,
     /// Recordings, logs and the default SQLite store.
     #[arg(long, default_value = "fleet-data", value_name = "DIR")]
     data_dir: PathBuf,
@@ -128,6 +132,7 @@ fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
 
 fn options(args: ServeArgs) -> anyhow::Result<FleetOptions> {
     let mut o = FleetOptions::new(args.listen, args.data_dir);
+    o.internal_listen = args.internal_listen;
     o.database_url = args.database_url;
     anyhow::ensure!(
         args.open_joins_per_minute.is_none_or(|n| n >= 1),
@@ -253,6 +258,7 @@ fn run(options: FleetOptions) -> anyhow::Result<()> {
                 "{}",
                 migratory_wire::fleet::ready_line(&format!("http://{}", handle.local_addr()))
             )?;
+            writeln!(out, "internal routes on http://{}", handle.internal_addr())?;
             out.flush()?;
         }
         let stop = handle.stopper();

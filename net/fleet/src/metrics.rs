@@ -15,6 +15,15 @@ pub(crate) struct Outcome {
     pub(crate) outcome: &'static str,
 }
 
+/// A world's state as this node sees it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct WorldState {
+    pub(crate) state: &'static str,
+}
+
+/// The states `worlds` counts, each set on every scrape (0 included).
+pub(crate) const WORLD_STATES: [&str; 4] = ["running", "running_elsewhere", "orphaned", "stopped"];
+
 /// The node's series. Counters count since the node started.
 #[derive(Debug)]
 pub(crate) struct FleetMetrics {
@@ -36,6 +45,8 @@ pub(crate) struct FleetMetrics {
     pub(crate) servers_running: Gauge,
     /// World slots kept in memory (one per world this node has touched).
     pub(crate) world_slots: Gauge,
+    /// Worlds in the store by state, as this node sees them at the scrape.
+    pub(crate) worlds: Family<WorldState, Gauge>,
 }
 
 impl FleetMetrics {
@@ -56,6 +67,7 @@ impl FleetMetrics {
             store_append_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
             servers_running: Gauge::default(),
             world_slots: Gauge::default(),
+            worlds: Family::default(),
             registry: Registry::default(),
         };
         registry.register("joins", "Joins answered, by outcome", m.joins.clone());
@@ -109,6 +121,11 @@ impl FleetMetrics {
             "world_slots",
             "Worlds this node keeps state for in memory",
             m.world_slots.clone(),
+        );
+        registry.register(
+            "worlds",
+            "Worlds in the store by state: running (here), running_elsewhere (on a live node), orphaned (its node's lease lapsed), stopped",
+            m.worlds.clone(),
         );
         FleetMetrics { registry, ..m }
     }

@@ -13,6 +13,9 @@ use crate::store::StoreError;
 #[derive(Clone, Debug)]
 pub struct FleetOptions {
     pub listen: SocketAddr,
+    /// Where this node's world servers reach its internal routes (their content, their
+    /// recordings' shipments): loopback, since they run on this machine.
+    pub internal_listen: SocketAddr,
     /// Worlds' recordings, logs and (by default) the SQLite store live here.
     pub data_dir: PathBuf,
     /// `postgres://...` (or `sqlite://...`); None: SQLite in `data_dir`.
@@ -60,6 +63,7 @@ impl FleetOptions {
             .unwrap_or_else(|_| PathBuf::from("migratory-server"));
         FleetOptions {
             listen,
+            internal_listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
             data_dir,
             database_url: None,
             server_bin,

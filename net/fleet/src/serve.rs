@@ -22,6 +22,7 @@ use crate::store::Store;
 #[derive(Debug)]
 pub struct FleetHandle {
     local_addr: SocketAddr,
+    internal_addr: SocketAddr,
     stop: Arc<Notify>,
     task: tokio::task::JoinHandle<Result<(), FleetError>>,
 }
@@ -29,6 +30,11 @@ pub struct FleetHandle {
 impl FleetHandle {
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Where this node's world servers reach its internal routes.
+    pub fn internal_addr(&self) -> SocketAddr {
+        self.internal_addr
     }
 
     /// Starts the shutdown: every world server is stopped gracefully.
@@ -60,9 +66,15 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
     let local_addr = listener
         .local_addr()
         .map_err(io_err("reading the bound address"))?;
+    let internal = tokio::net::TcpListener::bind(options.internal_listen)
+        .await
+        .map_err(io_err(format!("binding {}", options.internal_listen)))?;
+    let internal_addr = internal
+        .local_addr()
+        .map_err(io_err("reading the bound address"))?;
     let fleet = Arc::new(Fleet {
         store,
-        url: format!("http://{local_addr}"),
+        url: format!("http://{internal_addr}"),
         spawner: Spawner::start().map_err(io_err("starting the spawner thread"))?,
         options,
         slots: Mutex::new(BTreeMap::new()),
@@ -90,6 +102,7 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
     };
     let heartbeat = node::spawn_heartbeat(fleet.clone(), stop.clone(), shutdown_rx.clone());
     let app = api::router(fleet.clone(), Arc::new(auth));
+    let internal_app = api::internal_router(fleet.clone());
     let stop_rx = stop.clone();
     let task = tokio::spawn(async move {
         // The peer address feeds the open-join rate limit.
@@ -98,6 +111,16 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
             let _ = shutdown_rx.changed().await;
         });
         let server = tokio::spawn(async move { server.await });
+        // The internal routes stay up until every world server has stopped: a stopping
+        // server may still ship.
+        let (internal_stop_tx, mut internal_stop_rx) = watch::channel(false);
+        let internal_server = tokio::spawn(async move {
+            axum::serve(internal, internal_app)
+                .with_graceful_shutdown(async move {
+                    let _ = internal_stop_rx.changed().await;
+                })
+                .await
+        });
         stop_rx.notified().await;
         tracing::info!("fleet stopping: stopping every world server");
         let _ = shutdown_tx.send(true);
@@ -119,6 +142,7 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
             }
         });
         futures_util::future::join_all(stops).await;
+        let _ = internal_stop_tx.send(true);
         heartbeat.abort();
         // Its worlds are given up already; ending the lease lets other nodes see at once
         // that this one is gone.
@@ -126,10 +150,12 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
             tracing::warn!(error = %e, "ending this node's lease failed");
         }
         let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
+        let _ = tokio::time::timeout(Duration::from_secs(2), internal_server).await;
         Ok(())
     });
     Ok(FleetHandle {
         local_addr,
+        internal_addr,
         stop,
         task,
     })

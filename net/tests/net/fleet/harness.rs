@@ -260,6 +260,8 @@ pub struct Fleet {
     pub admin_token: Option<String>,
     /// A node's own data folder (`Env::node`).
     pub data_dir: Option<PathBuf>,
+    /// Where its world servers reach its internal routes.
+    pub internal_url: String,
 }
 
 impl Fleet {
@@ -286,6 +288,13 @@ impl Fleet {
         let url = migratory_wire::fleet::parse_ready_line(&line)
             .unwrap_or_else(|| panic!("unexpected first line `{line}`"))
             .to_string();
+        let mut second = String::new();
+        let _ = out.read_line(&mut second);
+        let internal_url = second
+            .trim()
+            .strip_prefix("internal routes on ")
+            .unwrap_or_else(|| panic!("unexpected second line `{second}`"))
+            .to_string();
         std::thread::spawn(move || for _ in out.lines() {});
         Fleet {
             child,
@@ -293,6 +302,7 @@ impl Fleet {
             stderr,
             admin_token: None,
             data_dir: None,
+            internal_url,
         }
     }
 
@@ -342,7 +352,7 @@ impl Fleet {
     pub async fn content(&self, id: &str, token: Option<&str>) -> u16 {
         let mut req = http::Request::new(
             http::Method::GET,
-            migratory_wire::fleet::content_url(&self.url, id),
+            migratory_wire::fleet::content_url(&self.internal_url, id),
         );
         if let Some(t) = token {
             req = req.bearer(t);

@@ -57,7 +57,8 @@ fn a_killed_nodes_worlds_resume_on_the_others_at_their_shipped_roots() {
     let env = Env::new(Backend::Postgres, "nodes-kill");
     let mut a = env.node("a", NODE_ARGS);
     let b = env.node("b", NODE_ARGS);
-    let c = env.node("c", NODE_ARGS);
+    // C's servers are reached by a name: the URLs it hands out carry it.
+    let c = env.node("c", &[NODE_ARGS, &["--advertise-host", "localhost"]].concat());
     let worlds: Vec<String> = (0..5).map(|i| format!("kill-{i}")).collect();
     runtime().block_on(async {
         let mut witnesses = Vec::new();
@@ -113,6 +114,11 @@ fn a_killed_nodes_worlds_resume_on_the_others_at_their_shipped_roots() {
             let playable_ms = killed.elapsed().as_millis();
             assert_eq!(j["started"], true, "{j}");
             assert_eq!(j["resumed_from_seq"], 1, "{j}");
+            let url = j["ws_url"].as_str().expect("url");
+            match j["node"].as_str() {
+                Some("c") => assert!(url.starts_with("ws://localhost:"), "{j}"),
+                _ => assert!(url.starts_with("ws://127.0.0.1:"), "{j}"),
+            }
             let epoch = j["epoch"].as_i64().expect("epoch");
             assert!(epoch >= 2, "a takeover is a new epoch: {j}");
             // A client can play on the resumed world at once.
@@ -154,6 +160,17 @@ fn a_killed_nodes_worlds_resume_on_the_others_at_their_shipped_roots() {
             tools::verify_chain(&chain, &[1, 2], &mut |_, _| {})
                 .unwrap_or_else(|e| panic!("the chain of {w} verifies: {e}"));
         }
+        // Both nodes count what they took over.
+        let mut takeovers = 0.0;
+        for node in [&b, &c] {
+            let text = migratory_wire::http::get(&format!("{}/metrics", node.url))
+                .await
+                .expect("metrics")
+                .text();
+            takeovers += migratory_wire::metric::sample(&text, "migratory_fleet_takeovers_total", "")
+                .unwrap_or_else(|| panic!("takeovers in:\n{text}"));
+        }
+        assert_eq!(takeovers, 5.0);
         eprintln!(
             "world, ticks lost (seen by a client on A, not in the store), ms from A's death to playable, resumed at tick"
         );

@@ -156,6 +156,16 @@ pub fn tokens_read_only_their_own_world_while_their_process_lives(backend: Backe
         assert_eq!(fleet.content(&w_a, Some(&ta)).await, 200);
         assert_eq!(fleet.content(&w_b, Some(&tb)).await, 200);
         assert_eq!(fleet.content(&w_b, Some(&ta)).await, 403);
+        // The internal routes are not on the public port, even with a live token.
+        let public = migratory_wire::http::Request::new(
+            Method::GET,
+            migratory_wire::fleet::content_url(&fleet.url, &w_a),
+        )
+        .bearer(ta.clone())
+        .send()
+        .await
+        .expect("request");
+        assert_eq!(public.status, 404);
         assert_eq!(fleet.content(&w_a, Some(&tb)).await, 403);
         assert_eq!(fleet.content(&w_a, None).await, 401);
         assert_eq!(fleet.content(&w_a, Some("0000")).await, 401);
@@ -781,6 +791,8 @@ pub fn unknown_joins_keep_nothing_and_metrics_and_discovery_tell_the_rest(backen
         };
         assert_eq!(read("migratory_fleet_world_slots", ""), 1.0);
         assert_eq!(read("migratory_fleet_world_servers_running", ""), 1.0);
+        assert_eq!(read("migratory_fleet_worlds", "{state=\"running\"}"), 1.0);
+        assert_eq!(read("migratory_fleet_worlds", "{state=\"stopped\"}"), 0.0);
         assert_eq!(read("migratory_fleet_joins_total", "{outcome=\"started\"}"), 1.0);
         assert_eq!(
             read("migratory_fleet_join_seconds_count", ""),
