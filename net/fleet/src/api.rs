@@ -16,9 +16,9 @@ use serde_json::json;
 use migratory_kernel::hex;
 
 use crate::auth::{require_admin, require_player, require_reader, Auth};
+use crate::error::{validate_world_id, FleetError};
 use crate::fleet::{Fleet, TokenCheck, WorldFiles};
 use crate::metrics::{Outcome, WorldState, WORLD_STATES};
-use crate::options::{validate_world_id, FleetError};
 use crate::store::{Append, WorldRow, CHUNK_BYTES_MAX};
 
 pub(crate) fn router(fleet: Arc<Fleet>, auth: Arc<Auth>) -> Router {

@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -32,7 +32,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
-use crate::options::{io_err, FleetError};
+use crate::error::{io_err, FleetError};
+use crate::options::TokenSources;
 
 /// The file the admin token is kept in when no `--admin-token-file` is given.
 pub const ADMIN_TOKEN_FILE_NAME: &str = "admin-token";
@@ -54,16 +55,6 @@ pub enum Role {
     Player,
     Reader,
     Admin,
-}
-
-/// Where each role's token is read from.
-#[derive(Clone, Debug, Default)]
-pub struct TokenSources {
-    pub admin_file: Option<PathBuf>,
-    pub reader_file: Option<PathBuf>,
-    pub player_file: Option<PathBuf>,
-    /// Joins without a token, at most this many a minute from one address.
-    pub open_joins_per_minute: Option<u32>,
 }
 
 /// The roles' token hashes, and the open-join limiter.
@@ -173,7 +164,7 @@ fn load_token(
 
 fn make_token_file(path: &Path) -> Result<(), FleetError> {
     use std::os::unix::fs::OpenOptionsExt as _;
-    let token = crate::fleet::new_token()?;
+    let token = crate::error::new_token()?;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

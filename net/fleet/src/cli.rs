@@ -163,7 +163,7 @@ fn options(args: ServeArgs) -> anyhow::Result<FleetOptions> {
         "--worlds-running-max must be at least 1"
     );
     if let Some(id) = args.node_id {
-        crate::options::validate_world_id(&id)
+        crate::validate_world_id(&id)
             .map_err(|_| anyhow::anyhow!("--node-id `{id}` must be 1 to 64 of a-z, 0-9, '-' and '_'"))?;
         o.node_id = id;
     }

@@ -23,9 +23,10 @@ use tokio::sync::watch;
 use migratory_wire::fleet::{ServerStatus, WorldContent};
 use migratory_wire::http::{self, HttpError};
 
+use crate::error::{validate_world_id, FleetError};
 use crate::metrics::FleetMetrics;
 use crate::node::Node;
-use crate::options::{validate_world_id, FleetError, FleetOptions};
+use crate::options::FleetOptions;
 use crate::process::{self, ChildProc, ExitInfo, Spawner};
 use crate::store::{Ended, SegmentEnd, Store, WorldRow};
 
@@ -176,15 +177,6 @@ enum JoinStep {
     StartingOn(String),
     /// Another node claimed the world between our read and our claim: read again.
     Lost,
-}
-
-pub(crate) fn new_token() -> Result<String, FleetError> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| FleetError::Io {
-        context: "making a token".into(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
-    Ok(hex(&bytes))
 }
 
 /// Waits for the exit a watch reports.

@@ -10,7 +10,7 @@
 //! (segments on this disk or in the shared store), `start` (a world's server started
 //! here), `fleet` (each world's life cycle),
 //! `process` (spawning, output, signals, exits), `store` (the state of record, SQLite or
-//! PostgreSQL), `options` (options, errors, the world id rule).
+//! PostgreSQL), `options` (options), `error` (errors, the world id rule, random tokens).
 //!
 //! Invariants: the fleet never touches a world's state, only processes and bytes; the
 //! store holds metadata (and, with PostgreSQL, every segment's bytes), the recordings are
@@ -21,6 +21,7 @@
 mod api;
 mod auth;
 pub mod cli;
+mod error;
 mod fleet;
 mod limits;
 mod metrics;
@@ -33,10 +34,10 @@ mod start;
 pub mod store;
 
 pub use auth::{
-    Role, TokenSources, ADMIN_TOKEN_ENV, ADMIN_TOKEN_FILE_NAME, PLAYER_TOKEN_ENV, PLAYER_TOKEN_FILE_NAME,
-    READER_TOKEN_ENV,
+    Role, ADMIN_TOKEN_ENV, ADMIN_TOKEN_FILE_NAME, PLAYER_TOKEN_ENV, PLAYER_TOKEN_FILE_NAME, READER_TOKEN_ENV,
 };
+pub use error::{validate_world_id, FleetError, WORLD_ID_BYTES_MAX};
 pub use fleet::JoinAnswer;
 pub use limits::{TickCostModel, WorldLimits};
-pub use options::{validate_world_id, FleetError, FleetOptions, WORLD_ID_BYTES_MAX};
+pub use options::{FleetOptions, TokenSources};
 pub use serve::{start, FleetHandle};

@@ -8,7 +8,7 @@
 
 use migratory_kernel::WorldConfig;
 
-use crate::options::FleetError;
+use crate::error::FleetError;
 
 /// The caps. The defaults admit four times the default world's terrain and boids, and its
 /// 1,024 client slots.

@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Notify};
 
-use crate::fleet::{new_token, Fleet};
-use crate::options::{FleetError, FleetOptions};
+use crate::error::{new_token, FleetError};
+use crate::options::FleetOptions;
 use crate::store::{Registration, Store};
 
 /// Who this process is among the nodes.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Node {
     pub(crate) id: String,
     /// Random per process.
@@ -73,12 +73,12 @@ impl Node {
 /// node's lease lapsed and a new process registered it), this node stops: its worlds are
 /// someone else's now.
 pub(crate) fn spawn_heartbeat(
-    fleet: Arc<Fleet>,
+    store: Store,
+    node: Node,
     stop: Arc<Notify>,
     mut shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let node = &fleet.node;
         let mut every = tokio::time::interval(node.heartbeat_every());
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -86,8 +86,7 @@ pub(crate) fn spawn_heartbeat(
                 _ = every.tick() => {}
                 _ = shutdown.changed() => return,
             }
-            match fleet
-                .store
+            match store
                 .heartbeat(&node.id, &node.incarnation, node.lease_ms())
                 .await
             {

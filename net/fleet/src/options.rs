@@ -1,13 +1,11 @@
-//! How the fleet runs, and what goes wrong: `FleetOptions`, `FleetError` (which decides
-//! each HTTP answer's status by variant), and the world id rule.
+//! How the fleet runs: `FleetOptions`, and where the roles' tokens come from.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use thiserror::Error;
-
-use crate::store::StoreError;
+use crate::error::validate_world_id;
+use crate::limits::WorldLimits;
 
 /// How the fleet runs.
 #[derive(Clone, Debug)]
@@ -33,9 +31,9 @@ pub struct FleetOptions {
     /// How often player counts are read from the world servers.
     pub poll_interval: Duration,
     /// What one fleet accepts to run.
-    pub limits: crate::limits::WorldLimits,
+    pub limits: WorldLimits,
     /// Where the roles' tokens come from (`auth`).
-    pub tokens: crate::auth::TokenSources,
+    pub tokens: TokenSources,
     /// A world server whose `/status` goes unanswered this many polls in a row is killed.
     pub health_failed_polls_max: u32,
     /// This node's name in the store (unique among the nodes sharing it).
@@ -72,8 +70,8 @@ impl FleetOptions {
             ready_timeout: Duration::from_secs(30),
             stop_timeout: Duration::from_secs(10),
             poll_interval: Duration::from_secs(1),
-            limits: crate::limits::WorldLimits::default(),
-            tokens: crate::auth::TokenSources::default(),
+            limits: WorldLimits::default(),
+            tokens: TokenSources::default(),
             health_failed_polls_max: 3,
             node_id: default_node_id(),
             advertise_host: "127.0.0.1".into(),
@@ -93,59 +91,12 @@ fn default_node_id() -> String {
         .unwrap_or_else(|| "node".into())
 }
 
-/// A world id: 1 to 64 of `a-z`, `0-9`, `-` and `_` (it names a folder).
-pub const WORLD_ID_BYTES_MAX: usize = 64;
-
-/// What went wrong, by the HTTP status it is answered with.
-#[derive(Debug, Error)]
-pub enum FleetError {
-    #[error("no world `{world}`")]
-    NotFound { world: String },
-    #[error("world `{world}`: {reason}")]
-    Conflict { world: String, reason: String },
-    #[error("{reason}")]
-    Invalid { reason: String },
-    #[error("world `{world}` is unavailable: {reason}")]
-    Unavailable {
-        world: String,
-        reason: String,
-        log_tail: Vec<String>,
-    },
-    #[error(
-        "node id `{node}` is held by another running fleet node (its lease has {lease_left_ms} ms \
-         left): give this node another --node-id, or stop that one"
-    )]
-    NodeInUse { node: String, lease_left_ms: i64 },
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> FleetError {
-    let context = context.into();
-    move |source| FleetError::Io { context, source }
-}
-
-/// Checks a world id.
-pub fn validate_world_id(id: &str) -> Result<(), FleetError> {
-    let ok = !id.is_empty()
-        && id.len() <= WORLD_ID_BYTES_MAX
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(FleetError::Invalid {
-            reason: format!(
-                "world id `{}` must be 1 to {WORLD_ID_BYTES_MAX} of a-z, 0-9, '-' and '_'",
-                id.escape_debug()
-            ),
-        })
-    }
+/// Where each role's token is read from.
+#[derive(Clone, Debug, Default)]
+pub struct TokenSources {
+    pub admin_file: Option<PathBuf>,
+    pub reader_file: Option<PathBuf>,
+    pub player_file: Option<PathBuf>,
+    /// Joins without a token, at most this many a minute from one address.
+    pub open_joins_per_minute: Option<u32>,
 }

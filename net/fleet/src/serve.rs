@@ -12,9 +12,10 @@ use tokio::sync::{watch, Notify};
 
 use crate::api;
 use crate::auth::Auth;
+use crate::error::{io_err, FleetError};
 use crate::fleet::Fleet;
 use crate::node::{self, Node};
-use crate::options::{io_err, FleetError, FleetOptions};
+use crate::options::FleetOptions;
 use crate::process::Spawner;
 use crate::store::Store;
 
@@ -100,7 +101,12 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
             }
         })
     };
-    let heartbeat = node::spawn_heartbeat(fleet.clone(), stop.clone(), shutdown_rx.clone());
+    let heartbeat = node::spawn_heartbeat(
+        fleet.store.clone(),
+        fleet.node.clone(),
+        stop.clone(),
+        shutdown_rx.clone(),
+    );
     let app = api::router(fleet.clone(), Arc::new(auth));
     let internal_app = api::internal_router(fleet.clone());
     let stop_rx = stop.clone();

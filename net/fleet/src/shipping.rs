@@ -11,8 +11,8 @@
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::Path;
 
+use crate::error::{io_err, FleetError};
 use crate::fleet::{Fleet, Grant, TokenCheck};
-use crate::options::{io_err, FleetError};
 use crate::store::{Append, Backend, CHUNK_BYTES_MAX};
 
 impl Fleet {

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use migratory_wire::fleet::{parse_ready_line, WorldContent, STATUS_PATH};
 
-use crate::fleet::{exit_of, new_token, Fleet, Grant, Running, TokenEntry, WorldFiles};
-use crate::options::{io_err, FleetError};
+use crate::error::{io_err, new_token, FleetError};
+use crate::fleet::{exit_of, Fleet, Grant, Running, TokenEntry, WorldFiles};
 use crate::process::{self, ChildProc, SpawnSpec};
 use crate::store::{Ended, WorldRow};
 

@@ -1,0 +1,75 @@
+//! What goes wrong in the fleet, and the small rules everything else leans on: `FleetError`
+//! (which decides each HTTP answer's status by variant), the world id rule, and random
+//! tokens. A leaf: it uses nothing of the fleet but the store's error.
+
+use migratory_kernel::hex;
+use thiserror::Error;
+
+use crate::store::StoreError;
+
+/// A random token: 256 bits, as hex.
+pub(crate) fn new_token() -> Result<String, FleetError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| FleetError::Io {
+        context: "making a token".into(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    Ok(hex(&bytes))
+}
+
+/// A world id: 1 to 64 of `a-z`, `0-9`, `-` and `_` (it names a folder).
+pub const WORLD_ID_BYTES_MAX: usize = 64;
+
+/// What went wrong, by the HTTP status it is answered with.
+#[derive(Debug, Error)]
+pub enum FleetError {
+    #[error("no world `{world}`")]
+    NotFound { world: String },
+    #[error("world `{world}`: {reason}")]
+    Conflict { world: String, reason: String },
+    #[error("{reason}")]
+    Invalid { reason: String },
+    #[error("world `{world}` is unavailable: {reason}")]
+    Unavailable {
+        world: String,
+        reason: String,
+        log_tail: Vec<String>,
+    },
+    #[error(
+        "node id `{node}` is held by another running fleet node (its lease has {lease_left_ms} ms \
+         left): give this node another --node-id, or stop that one"
+    )]
+    NodeInUse { node: String, lease_left_ms: i64 },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> FleetError {
+    let context = context.into();
+    move |source| FleetError::Io { context, source }
+}
+
+/// Checks a world id.
+pub fn validate_world_id(id: &str) -> Result<(), FleetError> {
+    let ok = !id.is_empty()
+        && id.len() <= WORLD_ID_BYTES_MAX
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(FleetError::Invalid {
+            reason: format!(
+                "world id `{}` must be 1 to {WORLD_ID_BYTES_MAX} of a-z, 0-9, '-' and '_'",
+                id.escape_debug()
+            ),
+        })
+    }
+}
