@@ -178,7 +178,7 @@ fn live(fleet: &Fleet, row: &WorldRow, live_nodes: &[String]) -> serde_json::Val
         Some(r) if r.child.exit_info().is_none() => json!({
             "state": "running",
             "node": fleet.node.id,
-            "epoch": r.epoch,
+            "epoch": r.holder.epoch,
             "pid": r.child.pid,
             "ws_url": r.ws_url,
             "players": r.players,
@@ -242,10 +242,15 @@ async fn show(
 
 /// `DELETE /api/worlds/{id}`: stops its server, then removes its rows and files.
 async fn delete(State(fleet): State<Arc<Fleet>>, Path(id): Path<String>) -> Result<StatusCode, FleetError> {
-    fleet.world_row(&id).await?;
-    fleet.stop(&id).await?;
+    let row = fleet.world_row(&id).await?;
+    refuse_if_elsewhere(&fleet, &id, row.owner_node, "delete").await?;
+    // The world's lock is held from the stop to the delete, so no join restarts it in
+    // between.
     let slot = fleet.slot(&id);
-    let _held = slot.lock().await;
+    let mut held = slot.lock().await;
+    if let Some(r) = held.running.take() {
+        fleet.stop_running(&id, r).await?;
+    }
     if !fleet.store.delete_world(&id).await? {
         return Err(FleetError::NotFound { world: id });
     }
@@ -348,16 +353,28 @@ async fn stop(
     Path(id): Path<String>,
 ) -> Result<Json<serde_json::Value>, FleetError> {
     let row = fleet.world_row(&id).await?;
-    if let Some(owner) = row.owner_node.filter(|o| *o != fleet.node.id) {
+    refuse_if_elsewhere(&fleet, &id, row.owner_node, "stop").await?;
+    let stopped = fleet.stop(&id).await?;
+    Ok(Json(json!({ "world": id, "stopped": stopped })))
+}
+
+/// A stop or a delete is made by the node that runs the world: another node with a live
+/// lease is named in a 409.
+async fn refuse_if_elsewhere(
+    fleet: &Fleet,
+    id: &str,
+    owner: Option<String>,
+    what: &str,
+) -> Result<(), FleetError> {
+    if let Some(owner) = owner.filter(|o| *o != fleet.node.id) {
         if fleet.store.node_live(&owner).await? {
             return Err(FleetError::Conflict {
-                world: id,
-                reason: format!("runs on node `{owner}`: ask that node to stop it"),
+                world: id.to_string(),
+                reason: format!("runs on node `{owner}`: ask that node to {what} it"),
             });
         }
     }
-    let stopped = fleet.stop(&id).await?;
-    Ok(Json(json!({ "world": id, "stopped": stopped })))
+    Ok(())
 }
 
 /// `GET /api/nodes`: the nodes sharing the store, with their leases.
@@ -422,7 +439,7 @@ async fn segment(
         Append::Fenced { epoch_now } => (
             StatusCode::CONFLICT,
             Json(json!({
-                "error": format!("fenced: world `{id}` is at epoch {epoch_now}, this server ran under {}", grant.epoch),
+                "error": format!("fenced: world `{id}` is at epoch {epoch_now}, this server ran under {}", grant.holder.epoch),
                 "epoch": epoch_now,
             })),
         )

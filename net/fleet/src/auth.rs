@@ -189,17 +189,32 @@ impl OpenJoins {
         }
     }
 
-    /// Takes one join from `ip`'s bucket (a minute's worth, refilled continuously).
+    /// Takes one join from `ip`'s bucket (a minute's worth, refilled continuously). An
+    /// IPv6 client is counted by its /64 (one subscriber's prefix), so a host with a
+    /// prefix of addresses does not get a bucket for each.
     fn admit(&self, ip: IpAddr, now: Instant) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => {
+                let mut o = v6.octets();
+                o[8..].fill(0);
+                IpAddr::from(o)
+            }
+            v4 => v4,
+        };
         let capacity = f64::from(self.per_minute);
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         if buckets.len() >= OPEN_JOIN_ADDRESSES_MAX && !buckets.contains_key(&ip) {
-            // Forget the buckets that have refilled; a full one is the same as none.
+            // Forget the buckets that have refilled (a full one is the same as none), and
+            // failing that the one used longest ago: a flood of addresses costs its
+            // senders their own buckets, never a newcomer's join.
             buckets.retain(|_, (level, at)| {
                 *level + now.duration_since(*at).as_secs_f64() * capacity / 60.0 < capacity
             });
             if buckets.len() >= OPEN_JOIN_ADDRESSES_MAX {
-                return false;
+                let oldest = buckets.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| *k);
+                if let Some(oldest) = oldest {
+                    buckets.remove(&oldest);
+                }
             }
         }
         let (level, at) = buckets.entry(ip).or_insert((capacity, now));
@@ -321,5 +336,17 @@ mod tests {
         // One join comes back every 20 s at 3 a minute.
         assert!(!open.admit(ip, t + Duration::from_secs(19)));
         assert!(open.admit(ip, t + Duration::from_secs(40)));
+    }
+
+    #[test]
+    fn an_ipv6_prefix_shares_one_bucket() {
+        let open = OpenJoins::new(1);
+        let t = Instant::now();
+        let a: IpAddr = "2001:db8:1:2::1".parse().expect("ip");
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().expect("ip");
+        let other: IpAddr = "2001:db8:1:3::1".parse().expect("ip");
+        assert!(open.admit(a, t));
+        assert!(!open.admit(b, t), "the same /64");
+        assert!(open.admit(other, t));
     }
 }

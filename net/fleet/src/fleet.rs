@@ -28,7 +28,7 @@ use crate::metrics::FleetMetrics;
 use crate::node::Node;
 use crate::options::FleetOptions;
 use crate::process::{self, ChildProc, ExitInfo, Spawner};
-use crate::store::{Ended, SegmentEnd, Store, WorldRow};
+use crate::store::{Ended, Holder, SegmentEnd, Store, WorldRow};
 
 /// Where a world's files live under the data folder: `worlds/{id}/segments/*.mrec` and
 /// `worlds/{id}/server.log`. The store holds paths relative to the data folder, so an
@@ -62,8 +62,8 @@ pub(crate) struct Running {
     pub(crate) generation: u64,
     pub(crate) ws_url: String,
     pub(crate) status_url: String,
-    /// The world's fencing epoch this server runs under.
-    pub(crate) epoch: i64,
+    /// Who holds the world for this server: this node, its epoch, the world's creation.
+    pub(crate) holder: Holder,
     pub(crate) segment_seq: Option<i64>,
     /// The tick the session started from (0, or the resumed tick).
     pub(crate) start_tick: u32,
@@ -91,7 +91,7 @@ pub(crate) struct TokenEntry {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Grant {
     pub(crate) content: WorldContent,
-    pub(crate) epoch: i64,
+    pub(crate) holder: Holder,
     pub(crate) segment_seq: i64,
 }
 
@@ -290,14 +290,14 @@ impl Fleet {
         let ours = row.owner_node.as_deref() == Some(self.node.id.as_str());
         if let Some(r) = &mut slot.running {
             if r.child.exit_info().is_none() {
-                if ours && row.epoch == r.epoch {
+                if ours && row.epoch == r.holder.epoch && row.created_unix_ms == r.holder.created_unix_ms {
                     // A join is activity: the joiner gets a whole idle timeout to connect.
                     r.idle_since = None;
                     return Ok(JoinStep::Answer(JoinAnswer {
                         world: id.to_string(),
                         ws_url: r.ws_url.clone(),
                         node: self.node.id.clone(),
-                        epoch: r.epoch,
+                        epoch: r.holder.epoch,
                         started: false,
                         start_tick: r.start_tick,
                         resumed_from_seq: None,
@@ -306,7 +306,7 @@ impl Fleet {
                 }
                 // The world moved on without this server (this node's lease lapsed and
                 // another took it over): its appends are refused already; stop it now.
-                tracing::warn!(world = %id, epoch = r.epoch, now = row.epoch, owner = ?row.owner_node, "this node's server of the world is fenced; killing it");
+                tracing::warn!(world = %id, epoch = r.holder.epoch, now = row.epoch, owner = ?row.owner_node, "this node's server of the world is fenced; killing it");
                 r.child.signal(libc::SIGKILL);
             }
         }
@@ -349,11 +349,16 @@ impl Fleet {
             tracing::warn!(world = %id, from = %owner, epoch, "taking the world over from a node whose lease lapsed");
             self.metrics.takeovers.inc();
         }
-        let (running, start_tick, resumed_from_seq) = match self.start_server(&row, epoch).await {
+        let holder = Holder {
+            node: self.node.id.clone(),
+            epoch,
+            created_unix_ms: row.created_unix_ms,
+        };
+        let (running, start_tick, resumed_from_seq) = match self.start_server(&row, holder.clone()).await {
             Ok(x) => x,
             Err(e) => {
                 // Give the world up, so the next join (on any node) tries again.
-                self.store.set_server(id, &self.node.id, epoch, None).await?;
+                self.store.release_world(id, &holder).await?;
                 return Err(e);
             }
         };
@@ -405,60 +410,73 @@ impl Fleet {
         Ok(response.json()?)
     }
 
-    /// After the child has exited: drop its token, close its segment from its recording,
-    /// and clear it from the store.
+    /// After the child has exited: drop its token, ship what is left, close its segment
+    /// from its recording, and give the world up (that last step whatever went wrong
+    /// before it, so no other node keeps answering joins with a dead server's URL).
     pub(crate) async fn finalize(&self, id: &str, running: Running) -> Result<(), FleetError> {
         let info = running.child.wait().await;
         self.drop_token(running.generation);
-        if let Some(seq) = running.segment_seq {
-            let segments = self.store.segments(id).await?;
-            if let Some(seg) = segments
-                .iter()
-                .find(|s| s.seq == seq && s.ended == Ended::Running)
-            {
-                // What the server wrote but had not shipped (its last interval, its end
-                // record) goes to the store now, unless the world has moved on.
-                self.ship_tail(id, seq, running.epoch, &seg.recording_path)
-                    .await?;
-                let end = self
-                    .close_from_recording(id, seq, &seg.recording_path, seg.first_tick)
-                    .await?;
-                if !info.success() && end.ended == Ended::Stopped {
-                    // Ended cleanly on disk, but the process failed after: still a crash.
-                    self.store.mark_crashed(id, seq).await?;
-                }
-                tracing::info!(world = %id, seq, last_tick = end.last_tick, ended = ?end.ended, exit = %info, "segment closed");
-            }
+        let closed = self.close_finished(id, &running, info).await;
+        let released = self.store.release_world(id, &running.holder).await;
+        if let Ok(false) = released {
+            tracing::info!(world = %id, epoch = running.holder.epoch, "the world had moved on to another node; left as it is");
         }
-        if !self
-            .store
-            .set_server(id, &self.node.id, running.epoch, None)
+        closed?;
+        released?;
+        Ok(())
+    }
+
+    /// Ships what the exited server left unshipped and closes its segment, unless the
+    /// segment was closed already (by a node that took the world over).
+    async fn close_finished(&self, id: &str, running: &Running, info: ExitInfo) -> Result<(), FleetError> {
+        let Some(seq) = running.segment_seq else {
+            return Ok(());
+        };
+        let segments = self.store.segments(id).await?;
+        let Some(seg) = segments
+            .iter()
+            .find(|s| s.seq == seq && s.ended == Ended::Running)
+        else {
+            return Ok(());
+        };
+        // What the server wrote but had not shipped (its last interval, its end record)
+        // goes to the store now, unless the world has moved on.
+        self.ship_tail(id, seq, &running.holder, &seg.recording_path)
+            .await?;
+        // Ended cleanly on disk, but the process failed after: still a crash.
+        let failed = !info.success();
+        if let Some(end) = self
+            .close_from_recording(id, seq, &seg.recording_path, seg.first_tick, failed)
             .await?
         {
-            tracing::info!(world = %id, epoch = running.epoch, "the world had moved on to another node; left as it is");
+            tracing::info!(world = %id, seq, last_tick = end.last_tick, ended = ?end.ended, exit = %info, "segment closed");
         }
         Ok(())
     }
 
-    /// Closes a segment with what its recording says (its server has exited). With a
-    /// shared store, what the store holds is the recording.
+    /// Closes a running segment with what its recording says (its server has exited;
+    /// `failed`: the process failed, so even a clean end counts as a crash). With a shared
+    /// store, what the store holds is the recording. None when it was closed already.
     pub(crate) async fn close_from_recording(
         &self,
         id: &str,
         seq: i64,
         recording_path: &str,
         first_tick: i64,
-    ) -> Result<SegmentEnd, FleetError> {
+        failed: bool,
+    ) -> Result<Option<SegmentEnd>, FleetError> {
         self.materialize(id, seq, recording_path).await?;
         let path = self.options.data_dir.join(recording_path);
-        let end = tokio::task::spawn_blocking(move || segment_end(&path, first_tick))
+        let mut end = tokio::task::spawn_blocking(move || segment_end(&path, first_tick))
             .await
             .map_err(|e| FleetError::Io {
                 context: "reading a segment".into(),
                 source: std::io::Error::other(e.to_string()),
             })?;
-        self.store.close_segment(id, seq, &end).await?;
-        Ok(end)
+        if failed && end.ended == Ended::Stopped {
+            end.ended = Ended::Crashed;
+        }
+        Ok(self.store.close_segment(id, seq, &end).await?.then_some(end))
     }
 
     /// Stops the world's server gracefully (SIGTERM), killing it if it is late.
@@ -590,16 +608,21 @@ impl Fleet {
                     }
                 }
             }
+            let holder = Holder {
+                node: self.node.id.clone(),
+                epoch: row.epoch,
+                created_unix_ms: row.created_unix_ms,
+            };
             for seg in self.store.segments(&row.id).await? {
                 if seg.ended == Ended::Running {
-                    self.ship_tail(&row.id, seg.seq, seg.epoch, &seg.recording_path)
+                    self.ship_tail(&row.id, seg.seq, &holder, &seg.recording_path)
                         .await?;
-                    self.close_from_recording(&row.id, seg.seq, &seg.recording_path, seg.first_tick)
+                    self.close_from_recording(&row.id, seg.seq, &seg.recording_path, seg.first_tick, false)
                         .await?;
                 }
             }
-            if let Some(owner) = &row.owner_node {
-                self.store.set_server(&row.id, owner, row.epoch, None).await?;
+            if row.owner_node.is_some() {
+                self.store.release_world(&row.id, &holder).await?;
             } else {
                 self.store.release_legacy(&row.id).await?;
             }
@@ -623,10 +646,15 @@ mod tests {
                     record_dir: PathBuf::from("/x"),
                     resume_from: None,
                     ship_interval_ms: None,
+                    ship_deadline_ms: None,
                     record_block_ticks: None,
                     epoch: 1,
                 },
-                epoch: 1,
+                holder: Holder {
+                    node: "n".into(),
+                    epoch: 1,
+                    created_unix_ms: 1,
+                },
                 segment_seq: 1,
             },
         }

@@ -20,6 +20,8 @@ pub(crate) struct Node {
     pub(crate) incarnation: String,
     pub(crate) advertise_host: String,
     pub(crate) lease: Duration,
+    /// When the lease was last renewed (shared by the copies of this node).
+    renewed: Arc<std::sync::Mutex<Instant>>,
 }
 
 impl Node {
@@ -29,7 +31,18 @@ impl Node {
             incarnation: new_token()?[..32].to_string(),
             advertise_host: options.advertise_host.clone(),
             lease: options.lease,
+            renewed: Arc::new(std::sync::Mutex::new(Instant::now())),
         })
+    }
+
+    /// Whether a whole lease has passed since this node last renewed it: other nodes may
+    /// have taken its worlds over.
+    pub(crate) fn lease_lapsed(&self) -> bool {
+        self.renewed.lock().unwrap_or_else(|e| e.into_inner()).elapsed() >= self.lease
+    }
+
+    fn mark_renewed(&self, at: Instant) {
+        *self.renewed.lock().unwrap_or_else(|e| e.into_inner()) = at;
     }
 
     fn lease_ms(&self) -> i64 {
@@ -46,7 +59,10 @@ impl Node {
                 .register_node(&self.id, &self.advertise_host, &self.incarnation, self.lease_ms())
                 .await?;
             match r {
-                Registration::Registered => return Ok(()),
+                Registration::Registered => {
+                    self.mark_renewed(Instant::now());
+                    return Ok(());
+                }
                 Registration::HeldElsewhere { lease_left_ms } => {
                     if Instant::now() >= deadline {
                         return Err(FleetError::NodeInUse {
@@ -86,11 +102,13 @@ pub(crate) fn spawn_heartbeat(
                 _ = every.tick() => {}
                 _ = shutdown.changed() => return,
             }
+            // Taken before the call: the lease runs from when the store was asked.
+            let asked = Instant::now();
             match store
                 .heartbeat(&node.id, &node.incarnation, node.lease_ms())
                 .await
             {
-                Ok(true) => {}
+                Ok(true) => node.mark_renewed(asked),
                 Ok(false) => {
                     tracing::error!(node = %node.id, "another process registered this node id; stopping");
                     stop.notify_one();

@@ -82,13 +82,28 @@ impl FleetOptions {
     }
 }
 
-/// The machine's host name (a node id unique per machine), or `node` without one.
+/// The machine's host name (a node id unique per machine) with dots as dashes
+/// (`eu-1.example.net` is `eu-1-example-net`), or `node` without a usable one.
 fn default_node_id() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
-        .map(|h| h.trim().to_ascii_lowercase())
+        .map(|h| node_id_of_host(h.trim()))
         .filter(|h| validate_world_id(h).is_ok())
         .unwrap_or_else(|| "node".into())
+}
+
+fn node_id_of_host(host: &str) -> String {
+    host.to_ascii_lowercase().replace('.', "-")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn qualified_host_names_make_valid_node_ids() {
+        let id = super::node_id_of_host("EU-1.Example.net");
+        assert_eq!(id, "eu-1-example-net");
+        assert!(crate::error::validate_world_id(&id).is_ok());
+    }
 }
 
 /// Where each role's token is read from.

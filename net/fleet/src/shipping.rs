@@ -13,7 +13,7 @@ use std::path::Path;
 
 use crate::error::{io_err, FleetError};
 use crate::fleet::{Fleet, Grant, TokenCheck};
-use crate::store::{Append, Backend, CHUNK_BYTES_MAX};
+use crate::store::{Append, Backend, Holder, CHUNK_BYTES_MAX};
 
 impl Fleet {
     /// Whether segments are shipped to the store (PostgreSQL) or stay on this disk.
@@ -42,10 +42,17 @@ impl Fleet {
             });
         }
         let world = &grant.content.world_id;
+        if self.node.lease_lapsed() {
+            // This node cannot show that it still holds its worlds (its lease went
+            // unrenewed: the store unreachable, or this node frozen): another node may have
+            // taken them over, so its servers stop rather than serve a world nobody keeps.
+            self.metrics.fenced_appends.inc();
+            return Ok(Append::Fenced { epoch_now: -1 });
+        }
         let t0 = std::time::Instant::now();
         let done = self
             .store
-            .append_chunk(world, grant.segment_seq, grant.epoch, offset, bytes)
+            .append_chunk(world, grant.segment_seq, &grant.holder, offset, bytes)
             .await?;
         self.metrics
             .store_append_seconds
@@ -64,7 +71,7 @@ impl Fleet {
         &self,
         id: &str,
         seq: i64,
-        epoch: i64,
+        holder: &Holder,
         recording_path: &str,
     ) -> Result<(), FleetError> {
         if !self.ships() {
@@ -81,10 +88,10 @@ impl Fleet {
             if bytes.is_empty() {
                 return Ok(());
             }
-            match self.store.append_chunk(id, seq, epoch, stored, &bytes).await? {
+            match self.store.append_chunk(id, seq, holder, stored, &bytes).await? {
                 Append::Stored => {}
                 Append::Fenced { epoch_now } => {
-                    tracing::info!(world = %id, seq, epoch, epoch_now, "the world moved on; its unshipped tail is dropped");
+                    tracing::info!(world = %id, seq, epoch = holder.epoch, epoch_now, "the world moved on; its unshipped tail is dropped");
                     return Ok(());
                 }
                 Append::Gap { .. } => return Ok(()),

@@ -10,7 +10,7 @@ use migratory_wire::fleet::{parse_ready_line, WorldContent, STATUS_PATH};
 use crate::error::{io_err, new_token, FleetError};
 use crate::fleet::{exit_of, Fleet, Grant, Running, TokenEntry, WorldFiles};
 use crate::process::{self, ChildProc, SpawnSpec};
-use crate::store::{Ended, WorldRow};
+use crate::store::{Ended, Holder, WorldRow};
 
 /// Ticks per recorded block when segments are shipped: a block is flushed (and so can be
 /// shipped) once complete, so a machine that dies loses at most one block and one
@@ -19,12 +19,12 @@ use crate::store::{Ended, WorldRow};
 pub(crate) const SHIPPED_BLOCK_TICKS: u32 = 30;
 
 impl Fleet {
-    /// Starts the world's server under `epoch` (this node has just claimed it): resume
+    /// Starts the world's server for `holder` (this node has just claimed it): resume
     /// from its newest segment, if any.
     pub(crate) async fn start_server(
         &self,
         row: &WorldRow,
-        epoch: i64,
+        holder: Holder,
     ) -> Result<(Running, u32, Option<i64>), FleetError> {
         let id = row.id.as_str();
         let files = WorldFiles::new(&self.options.data_dir, id);
@@ -35,12 +35,17 @@ impl Fleet {
         // its recording first, so the resume starts from its end.
         for seg in self.store.segments(id).await? {
             if seg.ended == Ended::Running {
-                self.close_from_recording(id, seg.seq, &seg.recording_path, seg.first_tick)
+                self.close_from_recording(id, seg.seq, &seg.recording_path, seg.first_tick, false)
                     .await?;
             }
         }
         let segments = self.store.segments(id).await?;
-        let resume = segments.iter().rev().find(|s| s.last_tick.is_some());
+        // The newest segment with a durable tick: one whose recording could not be read
+        // (its server died before anything of it was shipped) has no root to resume from.
+        let resume = segments
+            .iter()
+            .rev()
+            .find(|s| s.last_tick.is_some() && s.final_root.as_deref().is_some_and(|r| !r.is_empty()));
         if let Some(seg) = resume {
             self.metrics.resumes.inc();
             // With a shared store the segment may have been written on another machine.
@@ -70,10 +75,16 @@ impl Fleet {
                         ship_interval_ms: self
                             .ships()
                             .then_some(self.options.ship_interval.as_millis() as u64),
+                        // Half a lease: a node's lease lapses (and a takeover can come)
+                        // two thirds of a lease after its last renewal at the earliest, so
+                        // a server cut off from its node stops before another one starts.
+                        ship_deadline_ms: self
+                            .ships()
+                            .then_some((self.options.lease.as_millis() as u64 / 2).max(1000)),
                         record_block_ticks: self.ships().then_some(SHIPPED_BLOCK_TICKS),
-                        epoch,
+                        epoch: holder.epoch,
                     },
-                    epoch,
+                    holder: holder.clone(),
                     segment_seq,
                 },
             });
@@ -86,7 +97,7 @@ impl Fleet {
             }
         };
         let registered = self
-            .register(id, &child, &ws_url, epoch, (segment_seq, resumed_from_seq))
+            .register(id, &child, &ws_url, &holder, (segment_seq, resumed_from_seq))
             .await;
         let (ws_url, status_url, segment_seq, start_tick) = match registered {
             Ok(r) => r,
@@ -112,7 +123,7 @@ impl Fleet {
                 generation,
                 ws_url,
                 status_url,
-                epoch,
+                holder,
                 segment_seq,
                 start_tick,
                 players: 0,
@@ -133,7 +144,7 @@ impl Fleet {
         id: &str,
         child: &ChildProc,
         ws_url: &str,
-        epoch: i64,
+        holder: &Holder,
         (seq, resumed_from_seq): (i64, Option<i64>),
     ) -> Result<(String, String, Option<i64>, u32), FleetError> {
         let unavailable = |reason: String| FleetError::Unavailable {
@@ -168,20 +179,24 @@ impl Fleet {
                     .unwrap_or(path)
                     .display()
                     .to_string();
-                self.store
-                    .open_segment(id, seq, &rel, status.start_tick, resumed_from_seq, epoch)
+                let opened = self
+                    .store
+                    .open_segment(id, seq, &rel, status.start_tick, resumed_from_seq, holder)
                     .await?;
+                if !opened {
+                    return Err(unavailable(format!(
+                        "another node took the world over while this one started it (epoch {})",
+                        holder.epoch
+                    )));
+                }
                 Some(seq)
             }
             None => None,
         };
-        if !self
-            .store
-            .set_server(id, &self.node.id, epoch, Some((child.pid, &public_url)))
-            .await?
-        {
+        if !self.store.set_server(id, holder, child.pid, &public_url).await? {
             return Err(unavailable(format!(
-                "another node took the world over while this one started it (epoch {epoch})"
+                "another node took the world over while this one started it (epoch {})",
+                holder.epoch
             )));
         }
         Ok((public_url, status_url, segment_seq, status.start_tick))

@@ -207,6 +207,7 @@ fn apply_fleet_content(
         world_id: world.to_string(),
         token: token.to_string(),
         interval: std::time::Duration::from_millis(ms.max(1)),
+        deadline: content.ship_deadline_ms.map(std::time::Duration::from_millis),
     }))
 }
 

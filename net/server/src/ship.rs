@@ -4,9 +4,11 @@
 //! server's token as Bearer). A machine that dies loses at most what was not shipped yet.
 //!
 //! The fleet stores an append only while the world's epoch is still this server's. A 409
-//! (another node took the world over), or a token the fleet no longer knows (401, 403),
-//! fences this server: it stops stepping at once, closes its clients with
-//! `close_code::REJOIN` and exits, so no segment ever holds two servers' ticks.
+//! (another node took the world over), a token the fleet no longer knows (401, 403), an
+//! offset past what the store holds (422: something of ours was lost), or no shipment
+//! taken for the deadline (the node cannot show it still holds the world) fences this
+//! server: it stops stepping at once, closes its clients with `close_code::REJOIN` and
+//! exits, so no segment ever holds two servers' ticks.
 
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::PathBuf;
@@ -20,6 +22,9 @@ use tokio::sync::Notify;
 
 use crate::metrics::Metrics;
 
+/// Longest wait for one shipment's answer.
+const SHIP_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Most bytes one shipment carries (the fleet refuses more).
 pub const SHIPMENT_BYTES_MAX: usize = 4 << 20;
 
@@ -30,6 +35,8 @@ pub struct ShipTarget {
     pub world_id: String,
     pub token: String,
     pub interval: Duration,
+    /// Stop as if fenced when no shipment has been taken for this long.
+    pub deadline: Option<Duration>,
 }
 
 impl std::fmt::Debug for ShipTarget {
@@ -39,6 +46,7 @@ impl std::fmt::Debug for ShipTarget {
             .field("fleet_url", &self.fleet_url)
             .field("world_id", &self.world_id)
             .field("interval", &self.interval)
+            .field("deadline", &self.deadline)
             .finish_non_exhaustive()
     }
 }
@@ -75,6 +83,7 @@ pub(crate) fn spawn(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut shipped: u64 = 0;
+        let mut last_taken = std::time::Instant::now();
         let mut every = tokio::time::interval(target.interval);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -83,6 +92,15 @@ pub(crate) fn spawn(
                 let path = path.clone();
                 tokio::task::spawn_blocking(move || read_from(&path, shipped)).await
             };
+            if let Some(limit) = target.deadline.filter(|d| last_taken.elapsed() > *d) {
+                let reason = format!(
+                    "no shipment of the recording was taken for {:.1} s",
+                    limit.as_secs_f64()
+                );
+                tracing::error!(%reason, "fenced: this server's node cannot show it still holds the world; stopping");
+                fence.set(reason);
+                return;
+            }
             let bytes = match read {
                 Ok(Ok(b)) if b.is_empty() => continue,
                 Ok(Ok(b)) => b,
@@ -99,15 +117,23 @@ pub(crate) fn spawn(
             )
             .bearer(target.token.clone())
             .octet_body(bytes)
-            .timeout(Duration::from_secs(5))
+            // A node that does not answer before the deadline cannot vouch for us: the
+            // wait ends when the deadline does, and the check above fences at once.
+            .timeout(
+                target
+                    .deadline
+                    .map_or(SHIP_TIMEOUT, |d| d.saturating_sub(last_taken.elapsed()))
+                    .clamp(Duration::from_millis(1), SHIP_TIMEOUT),
+            )
             .send()
             .await;
             match sent {
                 Ok(r) if r.is_success() => {
                     shipped += n;
+                    last_taken = std::time::Instant::now();
                     metrics.recording_shipped_bytes.store(shipped, Relaxed);
                 }
-                Ok(r) if matches!(r.status, 401 | 403 | 409) => {
+                Ok(r) if matches!(r.status, 401 | 403 | 409 | 422) => {
                     let reason = format!(
                         "the fleet refused the recording's bytes from offset {shipped} ({}: {})",
                         r.status,

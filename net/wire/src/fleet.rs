@@ -62,6 +62,11 @@ pub struct WorldContent {
     /// `segment_url`). None: the recording stays where it is written.
     #[serde(default)]
     pub ship_interval_ms: Option<u64>,
+    /// A server none of whose shipments has been taken for this long stops as if fenced:
+    /// its node cannot show it still holds the world (the node's lease), and another
+    /// node may have taken the world over.
+    #[serde(default)]
+    pub ship_deadline_ms: Option<u64>,
     /// Ticks per recorded block, when the fleet chooses (a block is flushed, and so can
     /// be shipped, once complete). None: the server's config decides.
     #[serde(default)]

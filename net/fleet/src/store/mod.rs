@@ -17,6 +17,16 @@ mod segments;
 pub use nodes::{NodeRow, Registration};
 pub use segments::{Append, Ended, SegmentEnd, SegmentRow, CHUNK_BYTES_MAX};
 
+/// Who holds a world: a node, at an epoch, of one creation of the world (its
+/// `created_unix_ms`: a world deleted and created again under the same id starts its
+/// epochs anew, and must never take an old holder's writes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder {
+    pub node: String,
+    pub epoch: i64,
+    pub created_unix_ms: i64,
+}
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -241,9 +251,12 @@ impl Store {
     }
 
     /// Deletes a world, its segments' rows and their shipped bytes; false when there was none.
+    /// The world's epoch is moved on first, under its row lock, so an append in flight
+    /// either lands before (and its bytes are deleted with the rest) or is refused.
     pub async fn delete_world(&self, id: &str) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await.map_err(q("begin"))?;
         for (sql, what) in [
+            ("UPDATE worlds SET epoch = epoch + 1 WHERE id = $1", "fence world"),
             ("DELETE FROM segment_chunks WHERE world_id = $1", "delete chunks"),
             ("DELETE FROM segments WHERE world_id = $1", "delete segments"),
         ] {
@@ -287,28 +300,45 @@ impl Store {
         Ok((done.rows_affected() == 1).then_some(expected_epoch + 1))
     }
 
-    /// Records the running server of the world's owner at `epoch` (or its absence, with
-    /// `None`, which also gives the world up). False when the world is no longer
-    /// `node`'s at that epoch: another node took it over, and the row is left alone.
+    /// Records the running server of the world's holder. False when the world is no
+    /// longer `holder`'s: another node took it over, and the row is left alone.
     pub async fn set_server(
         &self,
         id: &str,
-        node: &str,
-        epoch: i64,
-        server: Option<(u32, &str)>,
+        holder: &Holder,
+        pid: u32,
+        ws_url: &str,
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE worlds SET server_pid = $1, ws_url = $2, owner_node = CASE WHEN $1 IS NULL THEN NULL ELSE owner_node END \
-             WHERE id = $3 AND owner_node = $4 AND epoch = $5",
+            "UPDATE worlds SET server_pid = $1, ws_url = $2 \
+             WHERE id = $3 AND owner_node = $4 AND epoch = $5 AND created_unix_ms = $6",
         )
-        .bind(server.map(|(pid, _)| i64::from(pid)))
-        .bind(server.map(|(_, url)| url.to_string()))
+        .bind(i64::from(pid))
+        .bind(ws_url)
         .bind(id)
-        .bind(node)
-        .bind(epoch)
+        .bind(&holder.node)
+        .bind(holder.epoch)
+        .bind(holder.created_unix_ms)
         .execute(&self.pool)
         .await
         .map_err(q("set server"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Gives the world up: no owner, no server, and the next epoch, so nothing its last
+    /// server still sends is taken. False when it was no longer `holder`'s.
+    pub async fn release_world(&self, id: &str, holder: &Holder) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE worlds SET server_pid = NULL, ws_url = NULL, owner_node = NULL, epoch = epoch + 1 \
+             WHERE id = $1 AND owner_node = $2 AND epoch = $3 AND created_unix_ms = $4",
+        )
+        .bind(id)
+        .bind(&holder.node)
+        .bind(holder.epoch)
+        .bind(holder.created_unix_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(q("release world"))?;
         Ok(done.rows_affected() == 1)
     }
 }

@@ -5,7 +5,7 @@
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use super::{now_unix_ms, q, Store, StoreError};
+use super::{now_unix_ms, q, Holder, Store, StoreError};
 
 /// How a segment ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -103,7 +103,8 @@ impl Store {
             .map_err(q("next segment"))
     }
 
-    /// Opens segment `seq` of the world, run under `epoch`.
+    /// Opens segment `seq` of the world for its holder; false (and nothing written) when
+    /// the world is no longer `holder`'s.
     pub async fn open_segment(
         &self,
         world_id: &str,
@@ -111,11 +112,14 @@ impl Store {
         recording_path: &str,
         first_tick: u32,
         resumed_from_seq: Option<i64>,
-        epoch: i64,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
+        holder: &Holder,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
             "INSERT INTO segments (world_id, seq, recording_path, first_tick, ended, resumed_from_seq, \
-             started_unix_ms, epoch) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+             started_unix_ms, epoch) SELECT CAST($1 AS TEXT), CAST($2 AS BIGINT), CAST($3 AS TEXT), \
+             CAST($4 AS BIGINT), CAST($5 AS TEXT), CAST($6 AS BIGINT), CAST($7 AS BIGINT), CAST($8 AS BIGINT) \
+             WHERE EXISTS (SELECT 1 FROM worlds WHERE id = $1 AND owner_node = $9 AND epoch = $8 \
+             AND created_unix_ms = $10)",
         )
         .bind(world_id)
         .bind(seq)
@@ -124,11 +128,13 @@ impl Store {
         .bind(Ended::Running.as_str())
         .bind(resumed_from_seq)
         .bind(now_unix_ms())
-        .bind(epoch)
+        .bind(holder.epoch)
+        .bind(&holder.node)
+        .bind(holder.created_unix_ms)
         .execute(&self.pool)
         .await
         .map_err(q("open segment"))?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
     }
 
     /// Closes a running segment with what its recording says; false (and nothing
@@ -155,38 +161,39 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Marks a closed segment as crashed after all (its process failed after a clean end).
-    pub async fn mark_crashed(&self, world_id: &str, seq: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE segments SET ended = 'crashed' WHERE world_id = $1 AND seq = $2")
-            .bind(world_id)
-            .bind(seq)
-            .execute(&self.pool)
-            .await
-            .map_err(q("mark crashed"))?;
-        Ok(())
-    }
-
-    /// Appends bytes of segment `seq` at `offset` for the server running under `epoch`.
-    /// The world's row is locked (an UPDATE that changes nothing) for the transaction, so
-    /// a takeover's epoch increment and an append are ordered: once a takeover has
-    /// committed, no append of the old epoch lands, and a takeover that waited for an
-    /// append reads its bytes.
+    /// Appends bytes of segment `seq` at `offset` for the server of `holder`. The world's
+    /// row is locked (an UPDATE that changes nothing) for the transaction, so a takeover's
+    /// epoch increment and an append are ordered: once a takeover (or a release, or a
+    /// delete) has committed, no append of the old holder lands, and a takeover that
+    /// waited for an append reads its bytes. A segment already closed takes nothing more.
     pub async fn append_chunk(
         &self,
         world_id: &str,
         seq: i64,
-        epoch: i64,
+        holder: &Holder,
         offset: u64,
         bytes: &[u8],
     ) -> Result<Append, StoreError> {
         let mut tx = self.pool.begin().await.map_err(q("begin"))?;
-        let held = sqlx::query("UPDATE worlds SET epoch = epoch WHERE id = $1 AND epoch = $2")
+        let held = sqlx::query(
+            "UPDATE worlds SET epoch = epoch WHERE id = $1 AND owner_node = $2 AND epoch = $3 AND created_unix_ms = $4",
+        )
+        .bind(world_id)
+        .bind(&holder.node)
+        .bind(holder.epoch)
+        .bind(holder.created_unix_ms)
+        .execute(&mut *tx)
+        .await
+        .map_err(q("fence check"))?;
+        let closed = sqlx::query("SELECT ended FROM segments WHERE world_id = $1 AND seq = $2")
             .bind(world_id)
-            .bind(epoch)
-            .execute(&mut *tx)
+            .bind(seq)
+            .fetch_optional(&mut *tx)
             .await
-            .map_err(q("fence check"))?;
-        if held.rows_affected() != 1 {
+            .and_then(|r| r.map(|r| r.try_get::<String, _>(0)).transpose())
+            .map_err(q("segment state"))?
+            .is_some_and(|e| Ended::parse(&e) != Ended::Running);
+        if held.rows_affected() != 1 || closed {
             let now: Option<i64> = sqlx::query("SELECT epoch FROM worlds WHERE id = $1")
                 .bind(world_id)
                 .fetch_optional(&mut *tx)
@@ -209,7 +216,7 @@ impl Store {
         .bind(world_id)
         .bind(seq)
         .bind(offset as i64)
-        .bind(epoch)
+        .bind(holder.epoch)
         .bind(bytes.to_vec())
         .execute(&mut *tx)
         .await
@@ -260,26 +267,22 @@ fn extend_contiguous(out: &mut Vec<u8>, offset: u64, bytes: &[u8]) -> bool {
     true
 }
 
+/// Where the segment's stored bytes end. Every append starts at or before the end
+/// (`Append::Gap` refuses the rest), so the chunks run from 0 without a gap and the one at
+/// the highest offset ends them: one row read through the primary key, however long the
+/// segment.
 async fn stored_bytes(conn: &mut sqlx::AnyConnection, world_id: &str, seq: i64) -> Result<u64, StoreError> {
-    let rows = sqlx::query(
-        "SELECT offset_bytes, CAST(length(bytes) AS BIGINT) FROM segment_chunks \
-         WHERE world_id = $1 AND seq = $2 ORDER BY offset_bytes",
+    let end: Option<i64> = sqlx::query(
+        "SELECT offset_bytes + CAST(length(bytes) AS BIGINT) FROM segment_chunks \
+         WHERE world_id = $1 AND seq = $2 ORDER BY offset_bytes DESC LIMIT 1",
     )
     .bind(world_id)
     .bind(seq)
-    .fetch_all(&mut *conn)
+    .fetch_optional(&mut *conn)
     .await
-    .map_err(q("chunk lengths"))?;
-    let mut end = 0u64;
-    for r in rows {
-        let offset = r.try_get::<i64, _>(0).map_err(q("decode chunk"))? as u64;
-        let len = r.try_get::<i64, _>(1).map_err(q("decode chunk"))? as u64;
-        if offset > end {
-            break;
-        }
-        end = end.max(offset + len);
-    }
-    Ok(end)
+    .and_then(|r| r.map(|r| r.try_get(0)).transpose())
+    .map_err(q("chunk end"))?;
+    Ok(end.unwrap_or(0).max(0) as u64)
 }
 
 fn segment_row(r: &AnyRow) -> Result<SegmentRow, sqlx::Error> {
@@ -299,7 +302,108 @@ fn segment_row(r: &AnyRow) -> Result<SegmentRow, sqlx::Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::extend_contiguous;
+    use super::{extend_contiguous, Append, Ended, Holder, SegmentEnd, Store};
+
+    /// A SQLite store in a fresh folder (the fencing SQL is the same text on PostgreSQL,
+    /// which the multi-node scenarios run).
+    async fn store(tag: &str) -> (Store, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!(
+            "migratory-fleet-{tag}-{}-{}",
+            std::process::id(),
+            super::now_unix_ms()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        (Store::open(None, &dir).await.expect("store"), dir)
+    }
+
+    async fn claim(store: &Store, id: &str, node: &str) -> Holder {
+        let row = store.world(id).await.expect("read").expect("a world");
+        let epoch = store
+            .claim_world(id, node, row.epoch)
+            .await
+            .expect("claim")
+            .expect("claimed");
+        Holder {
+            node: node.into(),
+            epoch,
+            created_unix_ms: row.created_unix_ms,
+        }
+    }
+
+    #[test]
+    fn only_the_current_holder_appends_and_opens_segments() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let (s, dir) = store("fence").await;
+            assert!(s.create_world("w", "{}", "h").await.expect("create"));
+            let a = claim(&s, "w", "a").await;
+            assert_eq!(
+                s.append_chunk("w", 1, &a, 0, b"abc").await.expect("append"),
+                Append::Stored
+            );
+            assert!(matches!(
+                s.append_chunk("w", 1, &a, 9, b"x").await.expect("append"),
+                Append::Gap { stored_bytes: 3 }
+            ));
+            assert!(s.open_segment("w", 1, "p", 0, None, &a).await.expect("open"));
+            // The same epoch of another node is not the holder.
+            let impostor = Holder {
+                node: "b".into(),
+                ..a.clone()
+            };
+            assert!(matches!(
+                s.append_chunk("w", 1, &impostor, 3, b"d").await.expect("append"),
+                Append::Fenced { .. }
+            ));
+            // A closed segment takes nothing more, even from its holder.
+            let end = SegmentEnd {
+                last_tick: 5,
+                final_root: "r".into(),
+                ended: Ended::Crashed,
+            };
+            assert!(s.close_segment("w", 1, &end).await.expect("close"));
+            assert!(
+                !s.close_segment("w", 1, &end).await.expect("close again"),
+                "closed once"
+            );
+            assert!(matches!(
+                s.append_chunk("w", 1, &a, 3, b"d").await.expect("append"),
+                Append::Fenced { .. }
+            ));
+            // Released: the epoch moves on and the old holder is fenced.
+            assert!(s.release_world("w", &a).await.expect("release"));
+            assert!(matches!(
+                s.append_chunk("w", 2, &a, 0, b"z").await.expect("append"),
+                Append::Fenced { .. }
+            ));
+            assert!(!s.open_segment("w", 2, "p", 0, None, &a).await.expect("open"));
+            // Deleted and created again: the epochs start over, the old holder still fails.
+            let b = claim(&s, "w", "b").await;
+            assert!(s.delete_world("w").await.expect("delete"));
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            assert!(s.create_world("w", "{}", "h").await.expect("create"));
+            let c = claim(&s, "w", "b").await;
+            // A server of the first world with the very node and epoch the new one has.
+            let stale = Holder {
+                created_unix_ms: b.created_unix_ms,
+                ..c.clone()
+            };
+            assert_ne!(stale, c);
+            assert!(matches!(
+                s.append_chunk("w", 1, &stale, 0, b"old").await.expect("append"),
+                Append::Fenced { .. }
+            ));
+            assert_eq!(
+                s.append_chunk("w", 1, &c, 0, b"new").await.expect("append"),
+                Append::Stored
+            );
+            assert_eq!(s.segment_bytes("w", 1).await.expect("bytes"), b"new");
+            let _ = std::fs::remove_dir_all(dir);
+        });
+    }
 
     #[test]
     fn chunks_join_up_to_the_first_gap_and_overlaps_add_only_their_new_part() {

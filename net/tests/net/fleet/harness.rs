@@ -360,6 +360,13 @@ impl Fleet {
         req.send().await.expect("content request").status
     }
 
+    /// Sends `sig` to the fleet process alone (its world servers go on).
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: a signal to this test's own child, not yet reaped.
+        let r = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
+        assert_eq!(r, 0, "kill({}, {sig})", self.child.id());
+    }
+
     /// Sends `sig` to the node's whole process group (it and its world servers).
     pub fn signal_group(&self, sig: i32) {
         // SAFETY: a signal to the process group this test made (`Env::node`).

@@ -253,6 +253,64 @@ fn a_frozen_node_that_comes_back_is_fenced_and_its_clients_told_to_rejoin() {
     });
 }
 
+/// Only the node freezes (its store connection, its process): its world server, which can
+/// no longer get a shipment taken, stops by itself within half a lease, before another
+/// node may take the world over, and tells its client to rejoin.
+#[test]
+fn a_server_whose_node_freezes_stops_before_a_takeover() {
+    let env = Env::new(Backend::Postgres, "nodes-cutoff");
+    // A 3 s lease: the server stops within 1.5 s and a shipping interval of its last
+    // taken shipment; a takeover can come 2 s after A's last renewal at the earliest.
+    let args = ["--lease-seconds", "3", "--poll-interval-seconds", "0.2"];
+    let a = env.node("a", &args);
+    let b = env.node("b", &args);
+    let w = "cutoff";
+    runtime().block_on(async {
+        assert_eq!(a.put(w, SMALL_WORLD).await.0, 201);
+        let (_, j) = a.join(w).await;
+        assert_eq!(j["node"], "a");
+        let on_a = Witness::join_moving(j["ws_url"].as_str().expect("url")).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        a.signal(libc::SIGSTOP);
+        let frozen = Instant::now();
+        // Joins on B from the moment A froze: the first that takes the world over is the
+        // earliest a second server could run.
+        let (stopped, (j, taken)) = tokio::join!(
+            async {
+                eventually(
+                    "A's server to stop by itself",
+                    Duration::from_secs(10),
+                    async || on_a.close_code.lock().expect("lock").is_some(),
+                )
+                .await;
+                frozen.elapsed()
+            },
+            async {
+                let j = join_until_taken_over(&b, w, "a", Duration::from_secs(20)).await;
+                (j, frozen.elapsed())
+            }
+        );
+        assert_eq!(
+            *on_a.close_code.lock().expect("lock"),
+            Some(migratory_wire::protocol::close_code::REJOIN)
+        );
+        eprintln!(
+            "node frozen: its server stopped after {:.2} s, the world was taken over after {:.2} s",
+            stopped.as_secs_f64(),
+            taken.as_secs_f64()
+        );
+        assert!(stopped < taken, "the server stopped before the takeover");
+        a.signal(libc::SIGCONT);
+        let on_b = Witness::join_moving(j["ws_url"].as_str().expect("url")).await;
+        on_b.stop().await;
+        on_a.stop().await;
+        assert_eq!(b.stop(w).await.0, 200);
+        let segs = segments(&b.show(w).await);
+        let chain = [seg_path(&b, &segs[0]), seg_path(&b, &segs[1])];
+        tools::verify_chain(&chain, &[1, 2], &mut |_, _| {}).expect("the chain verifies");
+    });
+}
+
 #[test]
 fn a_second_node_on_one_sqlite_file_is_refused_by_name() {
     let env = Env::new(Backend::Sqlite, "nodes-sqlite");
