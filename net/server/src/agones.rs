@@ -1,20 +1,24 @@
-//! The Agones SDK over REST, for a world server run as an Agones GameServer: `Ready` once
-//! the server is ready (world built or resumed, port bound), `Health` on a period, each
-//! joined client reported with the player-tracking calls, and `Shutdown` (then a clean
-//! stop) when the world has had no players for `idle_shutdown_seconds`.
+//! The Agones SDK over REST, for a world server run as an Agones GameServer: `Health` on a
+//! period from the moment the process starts (a big world takes a while to build, and the
+//! GameServer's health check does not wait for it), `Ready` once the server is ready (world
+//! built or resumed, port bound), each joined client kept in the GameServer's `players`
+//! List (Counters and Lists, beta and on by default since Agones 1.41; the alpha player
+//! tracking it replaces is being retired), and `Shutdown` (then a clean stop) when the
+//! world has had no players for `idle_shutdown_seconds` *after it was allocated*: an
+//! unallocated replica waits in the pool, however long.
 //!
 //! The sidecar may start after the game server, so `Ready` and `Shutdown` are retried
 //! until it answers or `sdk_retry_seconds` pass; a failed `Health` waits for the next
-//! period, and a failed player call (the feature is alpha, and may be off) is logged.
-//! Calls, in the order they are made:
+//! period, and a failed List call is logged. Calls, in the order they are made:
 //!
-//! | call                          | when                                          |
-//! |-------------------------------|-----------------------------------------------|
-//! | `POST /ready`                 | once, first                                   |
-//! | `POST /health`                | every `health_period_seconds` after `Ready`   |
-//! | `POST /alpha/player/connect`  | a client joined (`{"playerID": "<client id>"}`) |
-//! | `POST /alpha/player/disconnect` | it left                                     |
-//! | `POST /shutdown`              | idle too long; the server then stops itself   |
+//! | call                                   | when                                          |
+//! |----------------------------------------|-----------------------------------------------|
+//! | `POST /health`                         | every `health_period_seconds`, from the start |
+//! | `POST /ready`                          | once the server is ready                      |
+//! | `GET /gameserver`                      | every second until the state is `Allocated`   |
+//! | `POST /v1beta1/lists/players:addValue` | a client joined (`{"value": "<client id>"}`)  |
+//! | `POST /v1beta1/lists/players:removeValue` | it left                                    |
+//! | `POST /shutdown`                       | allocated and idle too long; the server then stops itself |
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -79,7 +83,19 @@ struct Sdk {
     retry_for: Duration,
 }
 
+/// The GameServer's List that holds the joined clients (`lists.players` in the manifest).
+pub const PLAYERS_LIST: &str = "players";
+/// How often the GameServer's state is read until it is `Allocated`.
+const STATE_POLL: Duration = Duration::from_secs(1);
+
 impl Sdk {
+    fn new(sdk_port: u16, settings: &AgonesSection) -> Sdk {
+        Sdk {
+            base: format!("http://127.0.0.1:{sdk_port}"),
+            retry_for: Duration::from_secs_f64(settings.sdk_retry_seconds),
+        }
+    }
+
     async fn call_once(&self, path: &str, body: &serde_json::Value) -> Result<(), CallError> {
         let response = http::Request::new(http::Method::POST, format!("{}{path}", self.base))
             .json_body(body)
@@ -93,6 +109,21 @@ impl Sdk {
                 status: response.status,
             })
         }
+    }
+
+    /// The GameServer's `status.state` (`Ready`, `Allocated`, ...).
+    async fn state(&self) -> Result<String, CallError> {
+        let response = http::Request::new(http::Method::GET, format!("{}/gameserver", self.base))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await?;
+        if !response.is_success() {
+            return Err(CallError::Status {
+                status: response.status,
+            });
+        }
+        let gs: serde_json::Value = response.json().unwrap_or(serde_json::Value::Null);
+        Ok(gs["status"]["state"].as_str().unwrap_or("").to_string())
     }
 
     /// Retries until the sidecar accepts the call or `retry_for` passes.
@@ -117,20 +148,35 @@ impl Sdk {
     }
 }
 
+/// Starts the `Health` calls, from process start: they run until the task is aborted
+/// (the process ends). Call it before the world is built.
+pub fn spawn_health(sdk_port: u16, settings: &AgonesSection) -> tokio::task::JoinHandle<()> {
+    let sdk = Sdk::new(sdk_port, settings);
+    let period = Duration::from_secs_f64(settings.health_period_seconds);
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(period);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            // A missed health call is retried at the next period, not in a loop: the
+            // sidecar's own failure threshold decides.
+            if let Err(e) = sdk.call_once("/health", &json!({})).await {
+                tracing::debug!(error = %e, "Agones: Health not accepted");
+            }
+        }
+    })
+}
+
 /// Starts the SDK task for a ready server; it runs until the server stops (or, idle,
 /// stops it).
 pub fn spawn(handle: &ServerHandle, sdk_port: u16, settings: &AgonesSection) -> tokio::task::JoinHandle<()> {
-    let sdk = Sdk {
-        base: format!("http://127.0.0.1:{sdk_port}"),
-        retry_for: Duration::from_secs_f64(settings.sdk_retry_seconds),
-    };
-    let health_period = Duration::from_secs_f64(settings.health_period_seconds);
+    let sdk = Sdk::new(sdk_port, settings);
     let idle_shutdown = (settings.idle_shutdown_seconds > 0.0)
         .then(|| Duration::from_secs_f64(settings.idle_shutdown_seconds));
     let metrics = handle.metrics().clone();
     let stopper = handle.stopper();
     tokio::spawn(async move {
-        if let Err(e) = run(sdk, metrics, stopper, health_period, idle_shutdown).await {
+        if let Err(e) = run(sdk, metrics, stopper, idle_shutdown).await {
             tracing::error!(error = %e, "Agones SDK");
         }
     })
@@ -140,21 +186,26 @@ async fn run(
     sdk: Sdk,
     metrics: Arc<Metrics>,
     stopper: Stopper,
-    health_period: Duration,
     idle_shutdown: Option<Duration>,
 ) -> Result<(), AgonesError> {
     sdk.call("/ready", json!({})).await?;
     tracing::info!("Agones: Ready");
     let mut reported = BTreeSet::new();
-    let mut last_health = Instant::now() - health_period;
-    let mut idle_since = Some(Instant::now());
+    // The idle clock starts when the GameServer is allocated: before that it is a spare
+    // in the Fleet's pool, and shutting it down would only make Agones start another.
+    let mut allocated = false;
+    let mut last_state_poll = Instant::now() - STATE_POLL;
+    let mut idle_since: Option<Instant> = None;
     loop {
-        if last_health.elapsed() >= health_period {
-            last_health = Instant::now();
-            // A missed health call is retried at the next period, not in a loop: the
-            // sidecar's own failure threshold decides.
-            if let Err(e) = sdk.call_once("/health", &json!({})).await {
-                tracing::warn!(error = %e, "Agones: Health not accepted");
+        if !allocated && last_state_poll.elapsed() >= STATE_POLL {
+            last_state_poll = Instant::now();
+            match sdk.state().await {
+                Ok(state) if state == "Allocated" => {
+                    tracing::info!("Agones: Allocated");
+                    allocated = true;
+                }
+                Ok(_) => {}
+                Err(e) => tracing::debug!(error = %e, "Agones: reading the GameServer failed"),
             }
         }
         let now: BTreeSet<u32> = metrics
@@ -162,30 +213,29 @@ async fn run(
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        // Player tracking is an alpha Agones feature: where it is off the calls fail, which
-        // is logged and must not stop the health calls.
-        for (path, ids) in [
-            ("/alpha/player/connect", now.difference(&reported)),
-            ("/alpha/player/disconnect", reported.difference(&now)),
+        for (op, ids) in [
+            ("addValue", now.difference(&reported)),
+            ("removeValue", reported.difference(&now)),
         ] {
+            let path = format!("/v1beta1/lists/{PLAYERS_LIST}:{op}");
             for id in ids {
-                if let Err(e) = sdk.call_once(path, &json!({ "playerID": id.to_string() })).await {
-                    tracing::warn!(path, client = id, error = %e, "Agones: player tracking call failed");
+                if let Err(e) = sdk.call_once(&path, &json!({ "value": id.to_string() })).await {
+                    tracing::warn!(%path, client = id, error = %e, "Agones: players list call failed");
                 }
             }
         }
         reported = now;
-        if reported.is_empty() {
+        if !reported.is_empty() {
+            idle_since = None;
+        } else if allocated {
             let since = *idle_since.get_or_insert_with(Instant::now);
             if idle_shutdown.is_some_and(|limit| since.elapsed() >= limit) {
-                tracing::info!("Agones: idle, calling Shutdown");
+                tracing::info!("Agones: allocated and idle, calling Shutdown");
                 let called = sdk.call("/shutdown", json!({})).await;
                 // Idle is idle: the server stops even if the sidecar did not hear it.
                 stopper.stop();
                 return called;
             }
-        } else {
-            idle_since = None;
         }
         tokio::time::sleep(PLAYER_POLL).await;
     }

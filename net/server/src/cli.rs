@@ -8,6 +8,8 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use crate::config::{ConfigError, ServerConfig, DEFAULT_CONFIG_TOML};
 use crate::{ServeOptions, ServerError};
@@ -266,7 +268,34 @@ fn serve(
             resume_from: args.resume_from.clone(),
             ship,
         };
+        // Signals are taken from the start. While the world is being built there is
+        // nothing to stop gracefully (no client, no tick recorded), so SIGTERM or SIGINT
+        // ends the process at once: a supervisor (Agones, a fleet, an init system)
+        // stopping a server that is still loading must not wait for the load. Once the
+        // server is ready, a signal starts the graceful shutdown.
+        let ready = Arc::new(AtomicBool::new(false));
+        let (signalled_tx, mut signalled) = tokio::sync::watch::channel(false);
+        tokio::spawn({
+            let ready = ready.clone();
+            async move {
+                match wait_for_signal().await {
+                    Ok(()) if !ready.load(Ordering::Acquire) => {
+                        tracing::info!("stopped while the world was being built");
+                        std::process::exit(0);
+                    }
+                    Ok(()) => {
+                        let _ = signalled_tx.send(true);
+                    }
+                    Err(e) => tracing::error!(error = %e, "no signal handling"),
+                }
+            }
+        });
+        // Under Agones, health from process start: a big world takes a while to build.
+        let health = agones
+            .as_ref()
+            .map(|(port, settings)| crate::agones::spawn_health(*port, settings));
         let handle = crate::start(config, options).await?;
+        ready.store(true, Ordering::Release);
         say(&migratory_wire::fleet::ready_line(&handle.ws_url()));
         if let Some(p) = handle.recording_path() {
             say(&format!("recording to {}", p.display()));
@@ -280,14 +309,13 @@ fn serve(
         let report = tokio::select! {
             // `--run-ticks`: the server stops by itself.
             r = &mut wait => r?,
-            r = wait_for_signal() => {
-                r?;
+            _ = signalled.changed() => {
                 stopper.stop();
                 wait.await?
             }
         };
-        if let Some(t) = sdk_task {
-            t.abort();
+        for task in [sdk_task, health].into_iter().flatten() {
+            task.abort();
         }
         if let Some(reason) = &report.fenced {
             anyhow::bail!(

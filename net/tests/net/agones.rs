@@ -14,11 +14,16 @@ use crate::common::{TempDir, Witness};
 /// Calls as the sidecar saw them: (method, path, JSON body).
 type Calls = Arc<Mutex<Vec<(String, String, serde_json::Value)>>>;
 
+/// The GameServer's state as the stand-in sidecar reports it (`GET /gameserver`).
+type State = Arc<Mutex<&'static str>>;
+
 /// Starts the stand-in sidecar on `socket`, bound (so the port stayed ours while the
-/// sidecar was "not up yet") but not listening until now.
-async fn sidecar(socket: tokio::net::TcpSocket, calls: Calls) -> tokio::task::JoinHandle<()> {
+/// sidecar was "not up yet") but not listening until now. It answers as Agones' SDK
+/// server does: `{}` for lifecycle calls, the List for List calls, the GameServer (with
+/// `state`) for `GET /gameserver`.
+async fn sidecar(socket: tokio::net::TcpSocket, calls: Calls, state: State) -> tokio::task::JoinHandle<()> {
     let app = Router::new().fallback(move |req: Request| {
-        let calls = calls.clone();
+        let (calls, state) = (calls.clone(), state.clone());
         async move {
             let method = req.method().to_string();
             let path = req.uri().path().to_string();
@@ -26,14 +31,30 @@ async fn sidecar(socket: tokio::net::TcpSocket, calls: Calls) -> tokio::task::Jo
                 .await
                 .unwrap_or_default();
             let body = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
-            calls.lock().unwrap().push((method, path, body));
-            "{}"
+            calls.lock().unwrap().push((method, path.clone(), body));
+            if path == "/gameserver" {
+                let state = *state.lock().unwrap();
+                serde_json::json!({ "status": { "state": state } }).to_string()
+            } else if path.starts_with("/v1beta1/lists/players:") {
+                serde_json::json!({ "name": "players", "capacity": "1024", "values": [] }).to_string()
+            } else {
+                "{}".to_string()
+            }
         }
     });
     let listener = socket.listen(64).expect("listen on the sidecar's port");
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     })
+}
+
+fn sidecar_socket() -> (tokio::net::TcpSocket, u16) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind a free port");
+    let port = socket.local_addr().expect("its port").port();
+    (socket, port)
 }
 
 fn paths(calls: &Calls) -> Vec<String> {
@@ -58,11 +79,7 @@ fn under_agones_the_server_is_ready_healthy_tracks_players_and_shuts_down_when_i
     // The sidecar's port is bound now and kept, but only listens once the sidecar "starts":
     // until then the server's calls are refused, as they would be by a sidecar not up yet,
     // and no other process can take the port meanwhile.
-    let sidecar_socket = tokio::net::TcpSocket::new_v4().expect("socket");
-    sidecar_socket
-        .bind("127.0.0.1:0".parse().expect("addr"))
-        .expect("bind a free port");
-    let port = sidecar_socket.local_addr().expect("its port").port();
+    let (sidecar_socket, port) = sidecar_socket();
     let config = dir.write(
         "server.toml",
         br#"
@@ -98,20 +115,35 @@ boid_count = 400
     std::thread::spawn(move || for _ in out.lines() {});
 
     let calls: Calls = Arc::default();
+    let state: State = Arc::new(Mutex::new("Ready"));
     let rt = crate::common::runtime();
     rt.block_on(async {
         // The sidecar comes up after the server: Ready must be retried until it answers.
         tokio::time::sleep(Duration::from_millis(700)).await;
         assert!(paths(&calls).is_empty());
-        let _sidecar = sidecar(sidecar_socket, calls.clone()).await;
+        let _sidecar = sidecar(sidecar_socket, calls.clone(), state.clone()).await;
         wait_for(&calls, "/ready", Duration::from_secs(10)).await;
+        // A spare in the pool (Ready, not allocated) is never shut down for idling.
+        tokio::time::sleep(Duration::from_millis(3000)).await;
+        assert!(
+            !paths(&calls).iter().any(|p| p == "/shutdown"),
+            "{:?}",
+            paths(&calls)
+        );
+        assert!(paths(&calls).iter().any(|p| p == "/gameserver"));
+        *state.lock().unwrap() = "Allocated";
         let witness = Witness::join(&url).await;
-        wait_for(&calls, "/alpha/player/connect", Duration::from_secs(5)).await;
+        wait_for(&calls, "/v1beta1/lists/players:addValue", Duration::from_secs(5)).await;
         // A player keeps the server up past the idle limit.
         tokio::time::sleep(Duration::from_millis(2500)).await;
         assert!(!paths(&calls).iter().any(|p| p == "/shutdown"));
         witness.stop().await;
-        wait_for(&calls, "/alpha/player/disconnect", Duration::from_secs(5)).await;
+        wait_for(
+            &calls,
+            "/v1beta1/lists/players:removeValue",
+            Duration::from_secs(5),
+        )
+        .await;
         wait_for(&calls, "/shutdown", Duration::from_secs(10)).await;
     });
     // After Shutdown the server stops by itself, cleanly.
@@ -129,26 +161,113 @@ boid_count = 400
     assert!(status.success(), "{status}");
 
     let calls = calls.lock().unwrap().clone();
-    assert!(calls.iter().all(|c| c.0 == "POST"), "{calls:?}");
+    // Every GET reads the GameServer; the rest are POSTs.
+    assert!(
+        calls
+            .iter()
+            .all(|c| (c.0 == "GET") == (c.1 == "/gameserver") && (c.0 == "GET" || c.0 == "POST")),
+        "{calls:?}"
+    );
     let lifecycle: Vec<(&str, &serde_json::Value)> = calls
         .iter()
-        .filter(|c| c.1 != "/health")
+        .filter(|c| c.1 != "/health" && c.1 != "/gameserver")
         .map(|c| (c.1.as_str(), &c.2))
         .collect();
     let empty = serde_json::json!({});
-    let player = serde_json::json!({ "playerID": "1" });
+    let player = serde_json::json!({ "value": "1" });
     assert_eq!(
         lifecycle,
         vec![
             ("/ready", &empty),
-            ("/alpha/player/connect", &player),
-            ("/alpha/player/disconnect", &player),
+            ("/v1beta1/lists/players:addValue", &player),
+            ("/v1beta1/lists/players:removeValue", &player),
             ("/shutdown", &empty),
         ]
     );
-    // Health calls come between Ready and Shutdown, on the period (0.2 s over ~5 s).
+    // Health calls keep their period (0.2 s over ~9 s) up to the shutdown; the state is
+    // read only until the GameServer is allocated.
     let at = |p: &str| calls.iter().position(|c| c.1 == p).expect("called");
     let health: Vec<usize> = (0..calls.len()).filter(|&i| calls[i].1 == "/health").collect();
-    assert!(health.len() >= 10, "{} health calls", health.len());
-    assert!(health.iter().all(|&i| i > at("/ready") && i < at("/shutdown")));
+    assert!(health.len() >= 20, "{} health calls", health.len());
+    assert!(health.iter().all(|&i| i < at("/shutdown")));
+    let reads: Vec<usize> = (0..calls.len())
+        .filter(|&i| calls[i].1 == "/gameserver")
+        .collect();
+    assert!(
+        reads
+            .iter()
+            .all(|&i| i < at("/v1beta1/lists/players:removeValue")),
+        "{calls:?}"
+    );
+}
+
+/// Health starts with the process, before the world is built (a big world takes seconds,
+/// and the GameServer's health check does not wait for it); a SIGTERM while it builds ends
+/// the server at once and cleanly, without Ready.
+#[test]
+fn under_agones_health_starts_at_once_and_sigterm_while_building_stops_the_server() {
+    let dir = TempDir::new("agones-build");
+    let (sidecar_socket, port) = sidecar_socket();
+    // 4,096 x 4,096 cells: about 2.6 s to build on the machine this was written on.
+    let config = dir.write(
+        "server.toml",
+        br#"
+[server]
+listen = "127.0.0.1:0"
+[server.recording]
+enabled = false
+[server.agones]
+health_period_seconds = 0.1
+[world]
+terrain_grid_cells = 4096
+terrain_cell_size_mm = 1000
+world_size_mm = 4096000
+boid_count = 400
+"#,
+    );
+    let calls: Calls = Arc::default();
+    let state: State = Arc::new(Mutex::new("Scheduled"));
+    let rt = crate::common::runtime();
+    let _sidecar = rt.block_on(sidecar(sidecar_socket, calls.clone(), state));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_test-migratory-server"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .env("AGONES_SDK_HTTP_PORT", port.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn migratory-server");
+    rt.block_on(wait_for(&calls, "/health", Duration::from_secs(5)));
+    let health_at = Instant::now();
+    rt.block_on(async {
+        while paths(&calls).iter().filter(|p| *p == "/health").count() < 3 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    assert!(
+        !paths(&calls).iter().any(|p| p == "/ready"),
+        "the world was built before 3 health calls: make it bigger"
+    );
+    // SAFETY: a signal to this test's own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "SIGTERM while building was not honoured"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(status.success(), "{status}");
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().expect("stdout"), &mut out).expect("stdout");
+    assert!(!out.contains("listening on"), "it was ready: {out}");
+    assert!(!paths(&calls).iter().any(|p| p == "/ready"));
+    eprintln!(
+        "health calls began before the world was built; SIGTERM honoured {:.0} ms into the build's health calls",
+        health_at.elapsed().as_secs_f64() * 1000.0
+    );
 }
