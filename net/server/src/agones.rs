@@ -87,6 +87,12 @@ struct Sdk {
 pub const PLAYERS_LIST: &str = "players";
 /// How often the GameServer's state is read until it is `Allocated`.
 const STATE_POLL: Duration = Duration::from_secs(1);
+/// The longest one SDK call may take: the sidecar is on the same pod, and a slow one must
+/// not hold up the players List or the idle clock for long.
+const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+/// After a players List call failed, the List is read back and the calls are made again
+/// no sooner than this.
+const LIST_RETRY: Duration = Duration::from_secs(1);
 
 impl Sdk {
     fn new(sdk_port: u16, settings: &AgonesSection) -> Sdk {
@@ -99,7 +105,7 @@ impl Sdk {
     async fn call_once(&self, path: &str, body: &serde_json::Value) -> Result<(), CallError> {
         let response = http::Request::new(http::Method::POST, format!("{}{path}", self.base))
             .json_body(body)
-            .timeout(Duration::from_secs(5))
+            .timeout(CALL_TIMEOUT)
             .send()
             .await?;
         if response.is_success() {
@@ -113,8 +119,24 @@ impl Sdk {
 
     /// The GameServer's `status.state` (`Ready`, `Allocated`, ...).
     async fn state(&self) -> Result<String, CallError> {
-        let response = http::Request::new(http::Method::GET, format!("{}/gameserver", self.base))
-            .timeout(Duration::from_secs(5))
+        let gs = self.get("/gameserver").await?;
+        Ok(gs["status"]["state"].as_str().unwrap_or("").to_string())
+    }
+
+    /// The client ids in the `players` List, as the sidecar has it.
+    async fn players(&self) -> Result<BTreeSet<u32>, CallError> {
+        let list = self.get(&format!("/v1beta1/lists/{PLAYERS_LIST}")).await?;
+        Ok(list["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str()?.parse().ok())
+            .collect())
+    }
+
+    async fn get(&self, path: &str) -> Result<serde_json::Value, CallError> {
+        let response = http::Request::new(http::Method::GET, format!("{}{path}", self.base))
+            .timeout(CALL_TIMEOUT)
             .send()
             .await?;
         if !response.is_success() {
@@ -122,8 +144,7 @@ impl Sdk {
                 status: response.status,
             });
         }
-        let gs: serde_json::Value = response.json().unwrap_or(serde_json::Value::Null);
-        Ok(gs["status"]["state"].as_str().unwrap_or("").to_string())
+        Ok(response.json().unwrap_or(serde_json::Value::Null))
     }
 
     /// Retries until the sidecar accepts the call or `retry_for` passes.
@@ -169,16 +190,25 @@ pub fn spawn_health(sdk_port: u16, settings: &AgonesSection) -> tokio::task::Joi
 
 /// Starts the SDK task for a ready server; it runs until the server stops (or, idle,
 /// stops it).
-pub fn spawn(handle: &ServerHandle, sdk_port: u16, settings: &AgonesSection) -> tokio::task::JoinHandle<()> {
+pub fn spawn(
+    handle: &ServerHandle,
+    sdk_port: u16,
+    settings: &AgonesSection,
+) -> tokio::task::JoinHandle<Result<(), AgonesError>> {
     let sdk = Sdk::new(sdk_port, settings);
     let idle_shutdown = (settings.idle_shutdown_seconds > 0.0)
         .then(|| Duration::from_secs_f64(settings.idle_shutdown_seconds));
     let metrics = handle.metrics().clone();
     let stopper = handle.stopper();
     tokio::spawn(async move {
-        if let Err(e) = run(sdk, metrics, stopper, idle_shutdown).await {
-            tracing::error!(error = %e, "Agones SDK");
+        let result = run(sdk, metrics, stopper.clone(), idle_shutdown).await;
+        if let Err(e) = &result {
+            // Without Ready the GameServer is never allocated; a server that still sent
+            // Health would sit in the pool for ever. It stops, so Agones replaces it.
+            tracing::error!(error = %e, "Agones SDK; stopping the server");
+            stopper.stop();
         }
+        result
     })
 }
 
@@ -196,6 +226,7 @@ async fn run(
     let mut allocated = false;
     let mut last_state_poll = Instant::now() - STATE_POLL;
     let mut idle_since: Option<Instant> = None;
+    let mut list_retry_at = Instant::now();
     loop {
         if !allocated && last_state_poll.elapsed() >= STATE_POLL {
             last_state_poll = Instant::now();
@@ -213,19 +244,38 @@ async fn run(
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        for (op, ids) in [
-            ("addValue", now.difference(&reported)),
-            ("removeValue", reported.difference(&now)),
-        ] {
-            let path = format!("/v1beta1/lists/{PLAYERS_LIST}:{op}");
-            for id in ids {
-                if let Err(e) = sdk.call_once(&path, &json!({ "value": id.to_string() })).await {
-                    tracing::warn!(%path, client = id, error = %e, "Agones: players list call failed");
+        if now != reported && Instant::now() >= list_retry_at {
+            // Removes first: a full List refuses an add until a leaver is gone from it.
+            let leaving: Vec<u32> = reported.difference(&now).copied().collect();
+            let joining: Vec<u32> = now.difference(&reported).copied().collect();
+            let mut failed = false;
+            for (op, ids) in [("removeValue", leaving), ("addValue", joining)] {
+                let path = format!("/v1beta1/lists/{PLAYERS_LIST}:{op}");
+                for id in ids {
+                    match sdk.call_once(&path, &json!({ "value": id.to_string() })).await {
+                        Ok(()) if op == "addValue" => {
+                            reported.insert(id);
+                        }
+                        Ok(()) => {
+                            reported.remove(&id);
+                        }
+                        Err(e) => {
+                            tracing::warn!(%path, client = id, error = %e, "Agones: players list call failed");
+                            failed = true;
+                        }
+                    }
                 }
             }
+            if failed {
+                // The sidecar answers "already there" and "not there" as errors too: what
+                // it holds is the truth, and the difference is tried again a little later.
+                if let Ok(listed) = sdk.players().await {
+                    reported = listed;
+                }
+                list_retry_at = Instant::now() + LIST_RETRY;
+            }
         }
-        reported = now;
-        if !reported.is_empty() {
+        if !now.is_empty() {
             idle_since = None;
         } else if allocated {
             let since = *idle_since.get_or_insert_with(Instant::now);

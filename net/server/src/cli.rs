@@ -8,7 +8,6 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::config::{ConfigError, ServerConfig, DEFAULT_CONFIG_TOML};
@@ -267,26 +266,33 @@ fn serve(
             run_ticks: args.run_ticks,
             resume_from: args.resume_from.clone(),
             ship,
+            phase: None,
         };
         // Signals are taken from the start. While the world is being built there is
-        // nothing to stop gracefully (no client, no tick recorded), so SIGTERM or SIGINT
-        // ends the process at once: a supervisor (Agones, a fleet, an init system)
-        // stopping a server that is still loading must not wait for the load. Once the
-        // server is ready, a signal starts the graceful shutdown.
-        let ready = Arc::new(AtomicBool::new(false));
+        // nothing to stop gracefully (`StartPhase`: no recording, no client, no tick yet),
+        // so SIGTERM or SIGINT ends the process at once: a supervisor (Agones, a fleet, an
+        // init system) stopping a server that is still loading must not wait for the
+        // load. From the moment `start` goes past the build, a signal starts the graceful
+        // shutdown instead.
+        let phase = Arc::new(crate::StartPhase::default());
         let (signalled_tx, mut signalled) = tokio::sync::watch::channel(false);
         tokio::spawn({
-            let ready = ready.clone();
+            let phase = phase.clone();
             async move {
                 match wait_for_signal().await {
-                    Ok(()) if !ready.load(Ordering::Acquire) => {
-                        tracing::info!("stopped while the world was being built");
-                        std::process::exit(0);
+                    Ok(signal) if phase.abandon() => {
+                        tracing::info!(signal, "stopped while the world was being built");
+                        // 128 + the signal, as a shell reports a process ended by it.
+                        std::process::exit(128 + signal);
                     }
-                    Ok(()) => {
+                    Ok(_) => {
                         let _ = signalled_tx.send(true);
                     }
-                    Err(e) => tracing::error!(error = %e, "no signal handling"),
+                    Err(e) => {
+                        tracing::error!(error = %e, "no signal handling");
+                        // Keep the channel open: no signal is not a signal.
+                        std::future::pending::<()>().await;
+                    }
                 }
             }
         });
@@ -294,8 +300,11 @@ fn serve(
         let health = agones
             .as_ref()
             .map(|(port, settings)| crate::agones::spawn_health(*port, settings));
+        let options = ServeOptions {
+            phase: Some(phase),
+            ..options
+        };
         let handle = crate::start(config, options).await?;
-        ready.store(true, Ordering::Release);
         say(&migratory_wire::fleet::ready_line(&handle.ws_url()));
         if let Some(p) = handle.recording_path() {
             say(&format!("recording to {}", p.display()));
@@ -309,13 +318,23 @@ fn serve(
         let report = tokio::select! {
             // `--run-ticks`: the server stops by itself.
             r = &mut wait => r?,
-            _ = signalled.changed() => {
+            Ok(()) = signalled.changed() => {
                 stopper.stop();
                 wait.await?
             }
         };
-        for task in [sdk_task, health].into_iter().flatten() {
-            task.abort();
+        if let Some(h) = health {
+            h.abort();
+        }
+        if let Some(t) = sdk_task {
+            // Finished with an error (Ready never accepted) is why the server stopped.
+            if t.is_finished() {
+                if let Ok(Err(e)) = t.await {
+                    anyhow::bail!("under Agones: {e}");
+                }
+            } else {
+                t.abort();
+            }
         }
         if let Some(reason) = &report.fenced {
             anyhow::bail!(
@@ -374,20 +393,21 @@ fn view(
     })
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-        let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-        tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM"),
-            _ = int.recv() => tracing::info!("SIGINT"),
+/// Waits for SIGTERM or SIGINT; returns its number.
+async fn wait_for_signal() -> anyhow::Result<i32> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    Ok(tokio::select! {
+        _ = term.recv() => {
+            tracing::info!("SIGTERM");
+            libc::SIGTERM
         }
-    }
-    #[cfg(not(unix))]
-    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
-    Ok(())
+        _ = int.recv() => {
+            tracing::info!("SIGINT");
+            libc::SIGINT
+        }
+    })
 }
 
 /// Raises the soft open-file limit towards the hard one, so `server.connections_max`

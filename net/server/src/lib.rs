@@ -34,4 +34,6 @@ mod watchdog;
 
 pub use config::ServerConfig;
 pub use recorder::RecordError;
-pub use serve::{start, ServeOptions, ServerError, ServerHandle, ShutdownReport, Stopper, WS_PATH};
+pub use serve::{
+    start, ServeOptions, ServerError, ServerHandle, ShutdownReport, StartPhase, Stopper, WS_PATH,
+};

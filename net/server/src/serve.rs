@@ -80,6 +80,8 @@ pub enum ServerError {
     Task(#[from] tokio::task::JoinError),
     #[error(transparent)]
     Resume(#[from] resume::ResumeError),
+    #[error("stopped by a signal while the world was being built")]
+    StoppedWhileBuilding,
 }
 
 /// Options that are not part of the world's config.
@@ -94,6 +96,46 @@ pub struct ServeOptions {
     pub resume_from: Option<PathBuf>,
     /// Ship the recording to a fleet's shared store (and stop when the fleet fences us).
     pub ship: Option<crate::ship::ShipTarget>,
+    /// Shared with a signal handler that may end the process while the world is built.
+    pub phase: Option<Arc<StartPhase>>,
+}
+
+/// Where `start` is, for a signal handler that wants to end the process at once: that is
+/// safe only while the world is being built, before `start` creates anything a stop must
+/// close (the recording, the shipments, the tick thread, the listener). Whichever of
+/// `commit` (by `start`) and `abandon` (by the handler) comes first wins.
+#[derive(Debug, Default)]
+pub struct StartPhase(std::sync::atomic::AtomicU8);
+
+impl StartPhase {
+    const BUILDING: u8 = 0;
+    const COMMITTED: u8 = 1;
+    const ABANDONED: u8 = 2;
+
+    /// Called by `start` once the world is built; false when the process is ending.
+    fn commit(&self) -> bool {
+        self.0
+            .compare_exchange(
+                Self::BUILDING,
+                Self::COMMITTED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .map_or_else(|now| now == Self::COMMITTED, |_| true)
+    }
+
+    /// True when the world is still being built: the caller may end the process, and
+    /// `start` will not go on past the build.
+    pub fn abandon(&self) -> bool {
+        self.0
+            .compare_exchange(
+                Self::BUILDING,
+                Self::ABANDONED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
 }
 
 /// What the HTTP handlers share: the connections' context, and the WebSocket settings
@@ -189,6 +231,9 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     let world_config = config.world.clone();
     let shards = s.shard_count();
     let (world, leaving_clients) = build_world(&config, &options)?;
+    if options.phase.as_ref().is_some_and(|p| !p.commit()) {
+        return Err(ServerError::StoppedWhileBuilding);
+    }
     let start_tick = world.tick();
     let terrain = terrain_wire::encode(world.terrain(), &s.terrain_wire)?;
     let viewer_terrain = Bytes::from(migratory_view::terrain_image(

@@ -261,7 +261,8 @@ boid_count = 400
         );
         std::thread::sleep(Duration::from_millis(10));
     };
-    assert!(status.success(), "{status}");
+    // Ended by the signal, as a shell reports it: 128 + 15.
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status}");
     let mut out = String::new();
     std::io::Read::read_to_string(&mut child.stdout.take().expect("stdout"), &mut out).expect("stdout");
     assert!(!out.contains("listening on"), "it was ready: {out}");
@@ -270,4 +271,56 @@ boid_count = 400
         "health calls began before the world was built; SIGTERM honoured {:.0} ms into the build's health calls",
         health_at.elapsed().as_secs_f64() * 1000.0
     );
+}
+
+/// A sidecar that never accepts Ready: the server stops (Agones then replaces the
+/// GameServer) and exits with an error, instead of sending Health for ever from a
+/// GameServer that can never be allocated.
+#[test]
+fn under_agones_a_ready_never_accepted_stops_the_server_with_an_error() {
+    let dir = TempDir::new("agones-refused");
+    let (socket, port) = sidecar_socket();
+    let config = dir.write(
+        "server.toml",
+        br#"
+[server]
+listen = "127.0.0.1:0"
+[server.recording]
+enabled = false
+[server.agones]
+health_period_seconds = 0.2
+sdk_retry_seconds = 1.0
+[world]
+terrain_grid_cells = 256
+terrain_cell_size_mm = 1000
+world_size_mm = 256000
+boid_count = 400
+"#,
+    );
+    let rt = crate::common::runtime();
+    let app = Router::new().fallback(|| async { (axum::http::StatusCode::SERVICE_UNAVAILABLE, "no") });
+    let listener = rt.block_on(async move { socket.listen(16).expect("listen") });
+    let _refusing = rt.spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let mut child = Command::new(env!("CARGO_BIN_EXE_test-migratory-server"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .env("AGONES_SDK_HTTP_PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn migratory-server");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the server kept running without Ready");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err).expect("stderr");
+    assert!(!status.success(), "{status}");
+    assert!(err.contains("/ready"), "{err}");
 }
