@@ -2,6 +2,7 @@
 //! real WebSocket clients join them, and every scenario runs once on SQLite and once on a
 //! throwaway PostgreSQL cluster started from Debian's server binaries.
 
+mod access;
 mod harness;
 mod nodes;
 mod prometheus;
