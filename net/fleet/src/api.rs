@@ -157,33 +157,98 @@ async fn create(
     }
 }
 
-/// A world's live state: from this node's slot (without waiting for a busy one), or from
-/// the store when another node with a live lease runs it.
-fn live(fleet: &Fleet, row: &WorldRow, live_nodes: &[String]) -> serde_json::Value {
-    if let Some(owner) = row.owner_node.as_deref().filter(|o| *o != fleet.node.id) {
-        return match (&row.ws_url, live_nodes.iter().any(|n| n == owner)) {
-            (Some(url), true) => {
-                json!({ "state": "running", "node": owner, "epoch": row.epoch, "ws_url": url })
-            }
-            (None, true) => json!({ "state": "starting", "node": owner, "epoch": row.epoch }),
-            // Its node is gone: the next join takes it over.
-            (_, false) => json!({ "state": "orphaned", "node": owner, "epoch": row.epoch }),
+/// A world's server as this node sees it: from its own slot (without waiting for a busy
+/// one), or from the store when another node owns the world.
+enum Live {
+    /// Running on this node.
+    Here {
+        epoch: i64,
+        pid: u32,
+        ws_url: String,
+        players: u32,
+    },
+    /// This node is starting or stopping it.
+    Busy,
+    /// Another node with a live lease runs it (no URL yet: it is starting it).
+    Elsewhere {
+        node: String,
+        epoch: i64,
+        ws_url: Option<String>,
+    },
+    /// Its owner's lease has lapsed: the next join takes it over.
+    Orphaned {
+        node: String,
+        epoch: i64,
+    },
+    Stopped,
+}
+
+impl Live {
+    fn of(fleet: &Fleet, row: &WorldRow, live_nodes: &[String]) -> Live {
+        if let Some(owner) = row.owner_node.as_deref().filter(|o| *o != fleet.node.id) {
+            let (node, epoch) = (owner.to_string(), row.epoch);
+            return if live_nodes.iter().any(|n| n == owner) {
+                Live::Elsewhere {
+                    node,
+                    epoch,
+                    ws_url: row.ws_url.clone(),
+                }
+            } else {
+                Live::Orphaned { node, epoch }
+            };
+        }
+        let slot = fleet.slot(&row.id);
+        let Ok(slot) = slot.try_lock() else {
+            return Live::Busy;
         };
+        match &slot.running {
+            Some(r) if r.child.exit_info().is_none() => Live::Here {
+                epoch: r.holder.epoch,
+                pid: r.child.pid,
+                ws_url: r.ws_url.clone(),
+                players: r.players,
+            },
+            _ => Live::Stopped,
+        }
     }
-    let slot = fleet.slot(&row.id);
-    let Ok(slot) = slot.try_lock() else {
-        return json!({ "state": "busy", "node": fleet.node.id });
-    };
-    match &slot.running {
-        Some(r) if r.child.exit_info().is_none() => json!({
-            "state": "running",
-            "node": fleet.node.id,
-            "epoch": r.holder.epoch,
-            "pid": r.child.pid,
-            "ws_url": r.ws_url,
-            "players": r.players,
-        }),
-        _ => json!({ "state": "stopped" }),
+
+    /// As `list` and `show` answer it (FLEET.md).
+    fn to_json(&self, this_node: &str) -> serde_json::Value {
+        match self {
+            Live::Here {
+                epoch,
+                pid,
+                ws_url,
+                players,
+            } => json!({
+                "state": "running", "node": this_node, "epoch": epoch, "pid": pid,
+                "ws_url": ws_url, "players": players,
+            }),
+            Live::Busy => json!({ "state": "busy", "node": this_node }),
+            Live::Elsewhere {
+                node,
+                epoch,
+                ws_url: Some(url),
+            } => json!({ "state": "running", "node": node, "epoch": epoch, "ws_url": url }),
+            Live::Elsewhere {
+                node,
+                epoch,
+                ws_url: None,
+            } => json!({ "state": "starting", "node": node, "epoch": epoch }),
+            Live::Orphaned { node, epoch } => json!({ "state": "orphaned", "node": node, "epoch": epoch }),
+            Live::Stopped => json!({ "state": "stopped" }),
+        }
+    }
+
+    /// Its `state` label in `migratory_fleet_worlds` (one of `WORLD_STATES`).
+    fn metric_state(&self) -> &'static str {
+        match self {
+            // A world this node is starting or stopping counts as running here.
+            Live::Here { .. } | Live::Busy => "running",
+            Live::Elsewhere { .. } => "running_elsewhere",
+            Live::Orphaned { .. } => "orphaned",
+            Live::Stopped => "stopped",
+        }
     }
 }
 
@@ -208,7 +273,7 @@ async fn list(State(fleet): State<Arc<Fleet>>) -> Result<Json<serde_json::Value>
                 "id": w.id,
                 "config_hash": w.config_hash,
                 "created_unix_ms": w.created_unix_ms,
-                "server": live(&fleet, w, &nodes),
+                "server": Live::of(&fleet, w, &nodes).to_json(&fleet.node.id),
             })
         })
         .collect();
@@ -235,7 +300,7 @@ async fn show(
         "config": config,
         "config_hash": w.config_hash,
         "created_unix_ms": w.created_unix_ms,
-        "server": live(&fleet, &w, &live_nodes(&fleet).await?),
+        "server": Live::of(&fleet, &w, &live_nodes(&fleet).await?).to_json(&fleet.node.id),
         "segments": segments,
     })))
 }
@@ -283,36 +348,24 @@ async fn join(State(fleet): State<Arc<Fleet>>, Path(id): Path<String>) -> Result
 
 /// `GET /metrics`: this node's series (Prometheus/OpenMetrics text).
 async fn metrics(State(fleet): State<Arc<Fleet>>) -> Response {
-    let slots: Vec<_> = {
-        let s = fleet.slots.lock().unwrap_or_else(|e| e.into_inner());
-        s.values().cloned().collect()
-    };
-    let running = slots
-        .iter()
-        .filter(|slot| {
-            slot.try_lock()
-                .is_ok_and(|s| s.running.as_ref().is_some_and(|r| r.child.exit_info().is_none()))
-        })
-        .count();
-    fleet.metrics.world_slots.set(slots.len() as i64);
-    fleet.metrics.servers_running.set(running as i64);
+    let slots = fleet.slots.lock().unwrap_or_else(|e| e.into_inner()).len();
+    fleet.metrics.world_slots.set(slots as i64);
+    fleet
+        .metrics
+        .servers_running
+        .set(fleet.running_count(None) as i64);
     // Worlds by state, from the store (one query a scrape).
     if let (Ok(rows), Ok(nodes)) = (fleet.store.worlds().await, live_nodes(&fleet).await) {
-        let mut counts = [0i64; WORLD_STATES.len()];
-        for row in &rows {
-            let elsewhere = row.owner_node.as_deref().is_some_and(|o| o != fleet.node.id);
-            // A world this node is starting or stopping ("busy") counts as running here.
-            let i = match live(&fleet, row, &nodes)["state"].as_str() {
-                Some("running") if elsewhere => 1,
-                Some("starting") => 1,
-                Some("running" | "busy") => 0,
-                Some("orphaned") => 2,
-                _ => 3,
-            };
-            counts[i] += 1;
-        }
-        for (state, n) in WORLD_STATES.into_iter().zip(counts) {
-            fleet.metrics.worlds.get_or_create(&WorldState { state }).set(n);
+        for state in WORLD_STATES {
+            let n = rows
+                .iter()
+                .filter(|row| Live::of(&fleet, row, &nodes).metric_state() == state)
+                .count();
+            fleet
+                .metrics
+                .worlds
+                .get_or_create(&WorldState { state })
+                .set(n as i64);
         }
     }
     (

@@ -218,18 +218,18 @@ impl Fleet {
         slots.entry(id.to_string()).or_default().clone()
     }
 
-    /// World servers running now, besides the one of `own` (the caller holds its lock). A
+    /// World servers running now, besides the one of `own` (whose lock the caller holds). A
     /// slot busy starting or stopping counts as running. Two first joins of different
     /// worlds racing past the limit can start one world more than it; the next join sees
     /// them.
-    fn running_count(&self, own: &Arc<tokio::sync::Mutex<Slot>>) -> usize {
+    pub(crate) fn running_count(&self, own: Option<&Arc<tokio::sync::Mutex<Slot>>>) -> usize {
         let slots: Vec<Arc<tokio::sync::Mutex<Slot>>> = {
             let s = self.slots.lock().unwrap_or_else(|e| e.into_inner());
             s.values().cloned().collect()
         };
         slots
             .iter()
-            .filter(|slot| !Arc::ptr_eq(slot, own))
+            .filter(|slot| own.is_none_or(|own| !Arc::ptr_eq(slot, own)))
             .filter(|slot| match slot.try_lock() {
                 Ok(s) => s.running.as_ref().is_some_and(|r| r.child.exit_info().is_none()),
                 Err(_) => true,
@@ -333,7 +333,7 @@ impl Fleet {
             }
         }
         let running_max = self.options.limits.worlds_running_max as usize;
-        if self.running_count(&own) >= running_max {
+        if self.running_count(Some(&own)) >= running_max {
             return Err(FleetError::Unavailable {
                 world: id.to_string(),
                 reason: format!(

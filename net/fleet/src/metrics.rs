@@ -114,7 +114,7 @@ impl FleetMetrics {
         );
         registry.register(
             "world_servers_running",
-            "World servers running on this node",
+            "World servers running on this node (one being started or stopped counts)",
             m.servers_running.clone(),
         );
         registry.register(
