@@ -68,6 +68,10 @@ pub struct ServerSection {
     pub io_threads: u32,
     /// A connection that has not sent HELLO within this time is closed (1008).
     pub hello_timeout_seconds: f64,
+    /// A player whose connection drops keeps its avatar (idle) this long, for a HELLO
+    /// with its reconnect token to take it back; only then is its Leave fed to the world.
+    /// 0: a drop is a Leave at once.
+    pub reconnect_grace_seconds: f64,
     /// A connection whose HTTP request head (the WebSocket upgrade, or a GET) has not
     /// arrived within this time is closed.
     pub http_header_timeout_seconds: f64,
@@ -125,6 +129,7 @@ impl Default for ServerSection {
             pin_shard_threads: true,
             io_threads: 0,
             hello_timeout_seconds: 5.0,
+            reconnect_grace_seconds: 30.0,
             http_header_timeout_seconds: 5.0,
             connections_max: 4_096,
             connections_per_ip_max: 64,
@@ -327,6 +332,15 @@ impl ServerConfig {
         range_u32("server.shards", s.shards, 0, SHARD_COUNT_MAX as u32)?;
         range_u32("server.io_threads", s.io_threads, 0, 256)?;
         seconds("server.hello_timeout_seconds", s.hello_timeout_seconds)?;
+        if !(s.reconnect_grace_seconds.is_finite() && (0.0..=3600.0).contains(&s.reconnect_grace_seconds)) {
+            return Err(invalid(
+                "server.reconnect_grace_seconds",
+                format!(
+                    "must be a number of seconds from 0 to 3600, is {}",
+                    s.reconnect_grace_seconds
+                ),
+            ));
+        }
         seconds(
             "server.http_header_timeout_seconds",
             s.http_header_timeout_seconds,

@@ -21,10 +21,10 @@ use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 
 use crate::config::{BackpressureSection, InputLimitsSection, ServerConfig};
+use crate::events::{ClientShared, CloseRequest, NetEvent, Outbound};
 use crate::metrics::Metrics;
 use crate::ship::Fence;
-use crate::tick::{ClientShared, NetEvent, Outbound};
-use migratory_wire::protocol::{self, close_code, ClientMessage};
+use migratory_wire::protocol::{self, close_code, ClientMessage, HelloOptions};
 
 /// Keeps the live-connection gauge honest: counted up when the task starts, down when it
 /// ends, however it ends.
@@ -213,7 +213,7 @@ where
     let client = conn.shared.as_ref().map(|s| s.client);
     match &conn.shared {
         Some(s) => {
-            let _ = conn.ctx.events.send(NetEvent::Gone { client: s.client });
+            let _ = conn.ctx.events.send(NetEvent::Gone { shared: s.clone() });
             tracing::info!(
                 client = s.client,
                 peer = ?peer,
@@ -235,20 +235,28 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     async fn serve(&mut self) -> Stop {
-        let (name, terrain_cached, spectator) = match self.handshake().await {
+        let (name, options) = match self.handshake().await {
             Ok(hello) => hello,
             Err(stop) => return stop,
         };
-        let client = self.ctx.next_client_id.fetch_add(1, Relaxed);
-        let shared = Arc::new(ClientShared::new(client));
+        let terrain_cached = options.cached_terrain == Some(self.ctx.terrain_hash);
         let queue_len = self.ctx.backpressure.send_queue_max_messages as usize;
         let (tx, rx) = mpsc::channel(queue_len);
+        if let Some(reclaim) = options.reclaim {
+            return match self.reclaim(reclaim, terrain_cached, tx).await {
+                Ok(()) => self.session(rx).await,
+                Err(stop) => stop,
+            };
+        }
+        let client = self.ctx.next_client_id.fetch_add(1, Relaxed);
+        let shared = Arc::new(ClientShared::new(client));
         self.shared = Some(shared.clone());
         let hello = NetEvent::Hello {
             client,
             name,
             terrain_cached,
-            spectator,
+            spectator: options.spectate,
+            want_token: options.want_token,
             shared,
             queue: tx,
         };
@@ -261,9 +269,47 @@ where
         self.session(rx).await
     }
 
-    /// Waits for HELLO (answering PINGs meanwhile); returns the player name, and whether
-    /// the client has this world's terrain cached.
-    async fn handshake(&mut self) -> Result<(String, bool, bool), Stop> {
+    /// Asks the tick thread for the avatar of a reconnect token; on success this
+    /// connection is that client's from now on.
+    async fn reclaim(
+        &mut self,
+        reclaim: protocol::Reclaim,
+        terrain_cached: bool,
+        queue: mpsc::Sender<Outbound>,
+    ) -> Result<(), Stop> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let event = NetEvent::Reclaim {
+            token: reclaim.token,
+            terrain_cached,
+            keeps_baselines: reclaim.keeps_baselines,
+            queue,
+            reply,
+        };
+        if self.ctx.events.send(event).is_err() {
+            return Err(going_away(&self.ctx.fence));
+        }
+        let answer = tokio::select! {
+            biased;
+            _ = shutdown_signal(&mut self.shutdown) => return Err(going_away(&self.ctx.fence)),
+            a = answer => a,
+        };
+        match answer {
+            Ok(Ok(shared)) => {
+                self.shared = Some(shared);
+                Ok(())
+            }
+            Ok(Err(_refused)) => Err(Stop::Close {
+                code: close_code::RECLAIM_REFUSED,
+                reason: "reconnect token refused: unknown, already used, or its grace ran out".into(),
+            }),
+            // The tick thread is gone: the server is stopping.
+            Err(_) => Err(going_away(&self.ctx.fence)),
+        }
+    }
+
+    /// Waits for HELLO (answering PINGs meanwhile); returns the player name and what the
+    /// HELLO asked for.
+    async fn handshake(&mut self) -> Result<(String, HelloOptions), Stop> {
         let timeout = self.ctx.hello_timeout;
         let deadline = Instant::now() + timeout;
         loop {
@@ -282,15 +328,7 @@ where
             let data = self.incoming(msg)?;
             let Some(data) = data else { continue };
             match protocol::decode_client(&data) {
-                Ok(ClientMessage::Hello {
-                    name,
-                    cached_terrain,
-                    spectate,
-                    ..
-                }) => {
-                    let cached = cached_terrain == Some(self.ctx.terrain_hash);
-                    return Ok((name.to_string(), cached, spectate));
-                }
+                Ok(ClientMessage::Hello { name, options, .. }) => return Ok((name.to_string(), options)),
                 Ok(ClientMessage::Ping { nonce }) => self.pong(nonce).await?,
                 Ok(ClientMessage::Input(_)) => return Err(self.policy("INPUT before HELLO")),
                 Ok(ClientMessage::Camera(_)) => return Err(self.policy("CAMERA before HELLO")),
@@ -315,7 +353,7 @@ where
             tokio::select! {
                 biased;
                 _ = &mut close => {
-                    let req = shared.close_request().unwrap_or_else(|| crate::tick::CloseRequest {
+                    let req = shared.close_request().unwrap_or_else(|| CloseRequest {
                         code: close_code::GOING_AWAY,
                         reason: "closed".into(),
                     });

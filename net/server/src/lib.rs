@@ -13,9 +13,11 @@
 //! - `agones`: the Agones SDK calls, around a running server.
 //! - `serve`: `start`, the HTTP routes, the shutdown order.
 //! - `accept`, `connection`: the accept loop and one task per WebSocket.
-//! - `tick`: the tick thread; `recorder`: the recording's writer thread; `ship`: the
+//! - `tick`: the tick thread (`tick::clients`: its roster of joins, drops, reclaims and
+//!   graces); `events`: what connections and the tick thread tell each other;
+//!   `recorder`: the recording's writer thread; `ship`: the
 //!   recording's bytes to a fleet's shared store, and the fence it may raise; `watchdog`.
-//! - `resume`, `metrics`, `config`: leaves.
+//! - `resume`, `reclaim` (reconnect tokens and the reclaim file), `metrics`, `config`: leaves.
 
 mod accept;
 pub mod agones;
@@ -24,7 +26,9 @@ pub mod config;
 #[cfg(test)]
 mod config_reference;
 mod connection;
+mod events;
 pub mod metrics;
+pub mod reclaim;
 mod recorder;
 pub mod resume;
 mod serve;

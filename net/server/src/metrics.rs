@@ -229,7 +229,13 @@ pub struct Metrics {
 
     /// Clients the kernel has joined.
     pub clients: AtomicI64,
-    /// Their ids (Agones player tracking reads them); changed only on joins and leaves.
+    /// Players whose connection dropped, waiting out their reconnect grace.
+    pub clients_detached: AtomicI64,
+    pub reclaims_taken_total: AtomicU64,
+    pub reclaims_refused_total: AtomicU64,
+    pub reconnect_grace_expired_total: AtomicU64,
+    /// Their ids, detached ones included (Agones player tracking reads them); changed
+    /// only on joins and leaves.
     pub joined_clients: std::sync::Mutex<std::collections::BTreeSet<u32>>,
     /// Connection tasks alive (the leak check: back to 0 when everyone has gone).
     pub connections: AtomicI64,
@@ -352,6 +358,23 @@ impl Metrics {
 
     fn render_connections(&self, o: &mut String) {
         single(o, &metric::CLIENTS, self.clients.load(Relaxed));
+        single(o, &metric::CLIENTS_DETACHED, self.clients_detached.load(Relaxed));
+        labelled(
+            o,
+            &metric::RECLAIMS_TOTAL,
+            [
+                ("{outcome=\"taken\"}".to_string(), l(&self.reclaims_taken_total)),
+                (
+                    "{outcome=\"refused\"}".to_string(),
+                    l(&self.reclaims_refused_total),
+                ),
+            ],
+        );
+        single(
+            o,
+            &metric::RECONNECT_GRACE_EXPIRED_TOTAL,
+            l(&self.reconnect_grace_expired_total),
+        );
         single(o, &metric::CONNECTIONS, self.connections.load(Relaxed));
         single(o, &metric::HTTP_CONNECTIONS, self.tcp_connections.load(Relaxed));
         labelled(

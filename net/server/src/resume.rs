@@ -7,15 +7,19 @@
 //! it plus the recorded inputs after that checkpoint. Either way the resumed state's root
 //! must equal the recorded one, or the server refuses to start.
 //!
-//! The players of the old session are gone with their connections. The resumed session
-//! removes them with a `Leave` each in its first tick, in client order, which its own
-//! recording holds, so the new recording replays on its own.
+//! The players of the old session are gone with their connections. Those whose reconnect
+//! token is in the reclaim file beside the recording (`reclaim.rs`) wait out the reconnect
+//! grace for a HELLO with that token; the resumed session removes the others with a
+//! `Leave` each in its first tick, in client order, which its own recording holds, so the
+//! new recording replays on its own.
 
 use std::path::{Path, PathBuf};
 
 use migratory_kernel::{hex, World, WorldConfig};
 use migratory_replay::{Recording, RecordingError};
 use thiserror::Error;
+
+use crate::reclaim::Tokens;
 
 /// Why a world could not be resumed from a recording.
 #[derive(Debug, Error)]
@@ -53,8 +57,11 @@ pub struct Resumed {
     pub tick: u32,
     /// Whether that recording ended cleanly (an end record) or was cut off.
     pub ended_cleanly: bool,
-    /// Clients still in the world: each leaves in the resumed session's first tick.
-    pub leaving_clients: Vec<u32>,
+    /// Clients still in the world, in order.
+    pub clients: Vec<u32>,
+    /// The reconnect tokens of the reclaim file beside the recording (empty when there is
+    /// none, or when it cannot be read: then every old client leaves in the first tick).
+    pub tokens: Tokens,
 }
 
 /// The world at `path`'s last durable tick, verified against its recorded root. `config`
@@ -83,18 +90,23 @@ pub fn resume(path: &Path, config: &WorldConfig, shard_count: usize) -> Result<R
             actual: hex(&world.state_root()),
         });
     }
-    let mut leaving_clients: Vec<u32> = world
+    let mut clients: Vec<u32> = world
         .players()
         .iter()
         .filter(|p| p.active)
         .map(|p| p.client)
         .collect();
-    leaving_clients.sort_unstable();
+    clients.sort_unstable();
+    let tokens = Tokens::load_beside(path).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "the reclaim file is unusable: the old players cannot reclaim their avatars");
+        Tokens::default()
+    });
     Ok(Resumed {
         world,
         from: path.to_path_buf(),
         tick,
         ended_cleanly: rec.end.is_some(),
-        leaving_clients,
+        clients,
+        tokens,
     })
 }

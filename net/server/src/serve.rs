@@ -41,7 +41,7 @@ use crate::metrics::Metrics;
 use crate::recorder::Recorder;
 use crate::resume;
 use crate::ship::Fence;
-use crate::tick::{TickLoop, TickReport, TickSettings, WelcomeBase};
+use crate::tick::{Carried, TickLoop, TickReport, TickSettings, WelcomeBase};
 use crate::watchdog;
 
 /// The WebSocket endpoint's path.
@@ -230,7 +230,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     let s = &config.server;
     let world_config = config.world.clone();
     let shards = s.shard_count();
-    let (world, leaving_clients) = build_world(&config, &options)?;
+    let (world, carried) = build_world(&config, &options)?;
     if options.phase.as_ref().is_some_and(|p| !p.commit()) {
         return Err(ServerError::StoppedWhileBuilding);
     }
@@ -277,7 +277,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     let tick_exited = Arc::new(Notify::new());
 
     // Client ids of the new session start above those still in a resumed world.
-    let next_client_id = leaving_clients.iter().max().map_or(1, |c| c + 1);
+    let next_client_id = carried.clients.iter().max().map_or(1, |c| c + 1);
     let welcome = WelcomeBase {
         tick_rate_hz: world_config.tick_rate_hz as u16,
         snapshot_interval_ticks: world_config.snapshot_interval_ticks as u16,
@@ -291,10 +291,12 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         backpressure: s.client_backpressure.clone(),
         run_ticks: options.run_ticks,
         debug: options.debug,
+        reconnect_grace_ticks: (s.reconnect_grace_seconds * f64::from(world_config.tick_rate_hz)).ceil()
+            as u32,
     };
     let tick_loop = TickLoop::new(
         world,
-        leaving_clients,
+        carried,
         settings,
         events_rx,
         metrics.clone(),
@@ -404,21 +406,28 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
 }
 
 /// The world to serve: resumed from an earlier session's recording, or new from the config,
-/// with the clients of the resumed session (they leave in the first tick).
-fn build_world(config: &ServerConfig, options: &ServeOptions) -> Result<(World, Vec<u32>), ServerError> {
+/// with the clients of the resumed session and their reconnect tokens.
+fn build_world(config: &ServerConfig, options: &ServeOptions) -> Result<(World, Carried), ServerError> {
     let shards = config.server.shard_count();
     let Some(path) = &options.resume_from else {
-        return Ok((World::new(config.world.clone(), shards)?, Vec::new()));
+        return Ok((World::new(config.world.clone(), shards)?, Carried::default()));
     };
     let r = resume::resume(path, &config.world, shards)?;
     tracing::info!(
         from = %r.from.display(),
         tick = r.tick,
         ended_cleanly = r.ended_cleanly,
-        leaving = r.leaving_clients.len(),
+        clients = r.clients.len(),
+        reclaimable = r.tokens.len(),
         "world resumed"
     );
-    Ok((r.world, r.leaving_clients))
+    Ok((
+        r.world,
+        Carried {
+            clients: r.clients,
+            tokens: r.tokens,
+        },
+    ))
 }
 
 /// The WebSocket settings of every connection.

@@ -5,6 +5,8 @@
 //! - `bad_input`: garbage, text frames, oversized frames, wrong version, unknown types,
 //!   INPUT before HELLO, floods, handshake timeouts; a witness client is served throughout.
 //! - `backpressure`: a client that stops reading is evicted without slowing anyone.
+//! - `reclaim`: reconnect tokens: reclaims within the grace (live equals replay), expiry,
+//!   replaced connections, refused tokens (guessed, used, another world's), resumed worlds.
 //! - `process`: the binaries: config errors, SIGTERM, SIGKILL, connect churn, bots, soak.
 //! - `abuse`: half-open sockets, storms and garbage at once, and the connection caps.
 //! - `agones`: the Agones SDK call sequence against a recording stand-in sidecar.
@@ -19,5 +21,6 @@ mod bad_input;
 mod common;
 mod fleet;
 mod process;
+mod reclaim;
 mod session;
 mod viewer;

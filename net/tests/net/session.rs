@@ -108,7 +108,7 @@ async fn scripted_client(url: String, name: String, b: Behaviour, seed: u64) -> 
 
 /// Replays `path` at `shards` and returns every frame it produces, by (client, tick),
 /// checking each tick's roots against the recording on the way.
-fn replay_frames(path: &Path, shards: usize) -> BTreeMap<(u32, u32), Vec<u8>> {
+pub(crate) fn replay_frames(path: &Path, shards: usize) -> BTreeMap<(u32, u32), Vec<u8>> {
     let rec = Recording::open(path).expect("recording opens");
     let mut world = rec.start_world(shards).expect("start world");
     let mut frames = BTreeMap::new();

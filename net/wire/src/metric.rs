@@ -115,6 +115,21 @@ pub const TICK_PHASE_DURATION_SECONDS: Metric = metric(
 pub const DURATION_BUCKETS_SECONDS: [f64; 9] =
     [0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064];
 pub const CLIENTS: Metric = metric("migratory_clients", Gauge, "Clients joined in the world.");
+pub const CLIENTS_DETACHED: Metric = metric(
+    "migratory_clients_detached",
+    Gauge,
+    "Players whose connection dropped, kept in the world for their reconnect token.",
+);
+pub const RECLAIMS_TOTAL: Metric = metric(
+    "migratory_reclaims_total",
+    Counter,
+    "HELLOs with a reconnect token, by outcome (taken: the avatar was rebound; refused).",
+);
+pub const RECONNECT_GRACE_EXPIRED_TOTAL: Metric = metric(
+    "migratory_reconnect_grace_expired_total",
+    Counter,
+    "Detached players whose grace ran out (their Leave was fed to the world then).",
+);
 pub const CONNECTIONS: Metric = metric("migratory_connections", Gauge, "Live connection tasks.");
 pub const HTTP_CONNECTIONS: Metric = metric(
     "migratory_http_connections",
@@ -267,6 +282,9 @@ pub const ALL: &[Metric] = &[
     TICK_LOOP_DURATION_SECONDS,
     TICK_PHASE_DURATION_SECONDS,
     CLIENTS,
+    CLIENTS_DETACHED,
+    RECLAIMS_TOTAL,
+    RECONNECT_GRACE_EXPIRED_TOTAL,
     CONNECTIONS,
     HTTP_CONNECTIONS,
     CONNECTIONS_REFUSED_TOTAL,

@@ -227,6 +227,7 @@ pub(super) fn protocol() -> Value {
                 zone(ZoneKind::HuntingField, u32::MAX, 0, 1),
             ],
         },
+        reconnect_token: None,
     };
     let w = &welcome;
     let server = vec![

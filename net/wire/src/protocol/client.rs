@@ -4,37 +4,70 @@
 use thiserror::Error;
 
 use super::{
-    client_type, server_type, u16_at, u32_at, u64_at, welcome_bytes, CameraMsg, InputMsg, TerrainDelivery,
-    Welcome, WireTerrainDescriptor, WireZone, WorldFacts, ZoneKind, ACK_BYTES, CAMERA_BYTES,
-    HELLO_FLAG_CACHED_TERRAIN, HELLO_FLAG_SPECTATE, HELLO_HEADER_BYTES, INPUT_BYTES, INPUT_FLAG_CAST,
-    PING_BYTES, PONG_BYTES, ZONE_SHAPE_CIRCLE,
+    client_type, server_type, u16_at, u32_at, u64_at, welcome_bytes, CameraMsg, HelloOptions, InputMsg,
+    TerrainDelivery, Welcome, WireTerrainDescriptor, WireZone, WorldFacts, ZoneKind, ACK_BYTES, CAMERA_BYTES,
+    HELLO_FLAG_CACHED_TERRAIN, HELLO_FLAG_KEEPS_BASELINES, HELLO_FLAG_RECLAIM, HELLO_FLAG_SPECTATE,
+    HELLO_FLAG_WANT_TOKEN, HELLO_HEADER_BYTES, INPUT_BYTES, INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES,
+    RECONNECT_TOKEN_BYTES, ZONE_SHAPE_CIRCLE,
 };
 
 /// HELLO, naming the content hash of a terrain the client has cached, if any (the server
 /// then skips sending it when it is this world's). `name` must be at most 255 bytes to
 /// encode (the server accepts up to 32).
 pub fn encode_hello(version: u16, name: &str, cached_terrain: Option<&[u8; 32]>) -> Vec<u8> {
-    hello(version, name, cached_terrain, 0)
+    encode_hello_with(
+        version,
+        name,
+        &HelloOptions {
+            cached_terrain: cached_terrain.copied(),
+            ..HelloOptions::default()
+        },
+    )
 }
 
 /// HELLO of a spectator: the client gets snapshots around a camera it moves with CAMERA.
 pub fn encode_hello_spectating(version: u16, name: &str, cached_terrain: Option<&[u8; 32]>) -> Vec<u8> {
-    hello(version, name, cached_terrain, HELLO_FLAG_SPECTATE)
+    encode_hello_with(
+        version,
+        name,
+        &HelloOptions {
+            cached_terrain: cached_terrain.copied(),
+            spectate: true,
+            ..HelloOptions::default()
+        },
+    )
 }
 
-fn hello(version: u16, name: &str, cached_terrain: Option<&[u8; 32]>, flags: u8) -> Vec<u8> {
+/// HELLO with every option: flags from `o`, then the name, the cached terrain hash and
+/// the reconnect token, each only when present.
+pub fn encode_hello_with(version: u16, name: &str, o: &HelloOptions) -> Vec<u8> {
     let name = &name.as_bytes()[..name.len().min(255)];
-    let mut b = Vec::with_capacity(HELLO_HEADER_BYTES + name.len() + 32);
+    let mut flags = 0;
+    for (on, bit) in [
+        (o.cached_terrain.is_some(), HELLO_FLAG_CACHED_TERRAIN),
+        (o.spectate, HELLO_FLAG_SPECTATE),
+        (o.want_token, HELLO_FLAG_WANT_TOKEN),
+        (o.reclaim.is_some(), HELLO_FLAG_RECLAIM),
+        (
+            o.reclaim.is_some_and(|r| r.keeps_baselines),
+            HELLO_FLAG_KEEPS_BASELINES,
+        ),
+    ] {
+        if on {
+            flags |= bit;
+        }
+    }
+    let mut b = Vec::with_capacity(HELLO_HEADER_BYTES + name.len() + 32 + RECONNECT_TOKEN_BYTES);
     b.push(client_type::HELLO);
     b.extend_from_slice(&version.to_le_bytes());
-    b.push(match cached_terrain {
-        Some(_) => flags | HELLO_FLAG_CACHED_TERRAIN,
-        None => flags,
-    });
+    b.push(flags);
     b.push(name.len() as u8);
     b.extend_from_slice(name);
-    if let Some(hash) = cached_terrain {
+    if let Some(hash) = &o.cached_terrain {
         b.extend_from_slice(hash);
+    }
+    if let Some(r) = &o.reclaim {
+        b.extend_from_slice(&r.token);
     }
     b
 }
@@ -163,13 +196,20 @@ fn decode_welcome(msg: &[u8]) -> Result<Welcome, ServerMessageError> {
         actual: msg.len(),
     };
     let zone_count = *msg.get(at::ZONE_COUNT).ok_or_else(short)? as usize;
-    if msg.len() != welcome_bytes(zone_count) {
+    // Exactly the zones, or the zones and a reconnect token (asked for in HELLO).
+    let plain = welcome_bytes(zone_count);
+    if msg.len() != plain && msg.len() != plain + RECONNECT_TOKEN_BYTES {
         return Err(ServerMessageError::BadLength {
             kind: "WELCOME",
-            expected: welcome_bytes(zone_count),
+            expected: plain,
             actual: msg.len(),
         });
     }
+    let reconnect_token = (msg.len() > plain).then(|| {
+        let mut t = [0u8; RECONNECT_TOKEN_BYTES];
+        t.copy_from_slice(&msg[plain..]);
+        t
+    });
     let delivery = match msg[at::TERRAIN_DELIVERY] {
         0 => TerrainDelivery::Single,
         1 => TerrainDelivery::Chunked,
@@ -237,5 +277,6 @@ fn decode_welcome(msg: &[u8]) -> Result<Welcome, ServerMessageError> {
             avatar_speed_max_mm_per_tick: u32_at(msg, at::AVATAR_SPEED_MAX_MM_PER_TICK),
             zones,
         },
+        reconnect_token,
     })
 }

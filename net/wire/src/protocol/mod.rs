@@ -13,8 +13,8 @@ mod name;
 mod server;
 
 pub use client::{
-    decode_server, encode_ack, encode_camera, encode_hello, encode_hello_spectating, encode_input,
-    encode_ping, ServerMessage, ServerMessageError,
+    decode_server, encode_ack, encode_camera, encode_hello, encode_hello_spectating, encode_hello_with,
+    encode_input, encode_ping, ServerMessage, ServerMessageError,
 };
 pub use name::name_is_acceptable;
 pub use server::{decode_client, encode_pong, encode_snapshot, encode_welcome};
@@ -61,9 +61,15 @@ pub mod close_code {
     pub const MESSAGE_TOO_BIG: u16 = 1009;
     /// Evicted as too slow, or the world is full (the default eviction code).
     pub const TRY_AGAIN_LATER: u16 = 1013;
-    /// This server no longer serves the world (another fleet node took it over): join
-    /// again through the fleet, which answers the world's current server.
+    /// This server no longer serves the world (another fleet node took it over, or the
+    /// world moved): join again through the fleet, which answers the world's current
+    /// server; a client holding a reconnect token reclaims its avatar there.
     pub const REJOIN: u16 = 4001;
+    /// A HELLO's reconnect token is not one this world holds (never issued here, already
+    /// used, or its grace ran out): join again without it, as a new avatar.
+    pub const RECLAIM_REFUSED: u16 = 4002;
+    /// Another connection reclaimed this connection's avatar with its reconnect token.
+    pub const REPLACED: u16 = 4003;
 }
 
 /// Bit 0 of INPUT's flags: cast this tick.
@@ -77,6 +83,22 @@ pub const HELLO_HEADER_BYTES: usize = 5;
 pub const HELLO_FLAG_CACHED_TERRAIN: u8 = 1;
 /// Bit 1 of HELLO's flags: join as a spectator (a camera, no avatar).
 pub const HELLO_FLAG_SPECTATE: u8 = 2;
+/// Bit 2 of HELLO's flags: the client wants a reconnect token (WELCOME then ends with one).
+pub const HELLO_FLAG_WANT_TOKEN: u8 = 4;
+/// Bit 3 of HELLO's flags: a reconnect token follows (after the cached terrain hash, if
+/// any): take back the avatar it was issued for instead of joining a new one.
+pub const HELLO_FLAG_RECLAIM: u8 = 8;
+/// Bit 4 of HELLO's flags, only with bit 3: the client still holds the snapshots it
+/// decoded before the drop, so the server may go on with deltas against them.
+pub const HELLO_FLAG_KEEPS_BASELINES: u8 = 16;
+/// Every HELLO flag this server knows.
+pub const HELLO_FLAGS_KNOWN: u8 = HELLO_FLAG_CACHED_TERRAIN
+    | HELLO_FLAG_SPECTATE
+    | HELLO_FLAG_WANT_TOKEN
+    | HELLO_FLAG_RECLAIM
+    | HELLO_FLAG_KEEPS_BASELINES;
+/// A reconnect token's length: 128 random bits.
+pub const RECONNECT_TOKEN_BYTES: usize = 16;
 pub const INPUT_BYTES: usize = 11;
 pub const CAMERA_BYTES: usize = 13;
 pub const ACK_BYTES: usize = 5;
@@ -181,7 +203,8 @@ pub mod welcome_layout {
     const _: () = assert!(TERRAIN_TOTAL_BYTES + 8 == TERRAIN_CONTENT_HASH);
 }
 
-/// WELCOME's length with `zones` zone records.
+/// WELCOME's length with `zones` zone records, without a reconnect token (which adds
+/// `RECONNECT_TOKEN_BYTES` at the end).
 pub const fn welcome_bytes(zones: usize) -> usize {
     welcome_layout::ZONES + welcome_layout::ZONE_BYTES * zones
 }
@@ -203,6 +226,8 @@ pub enum ProtocolError {
     UnsupportedVersion { found: u16 },
     #[error("{kind} flags 0x{flags:02x} set reserved bits")]
     ReservedFlags { kind: &'static str, flags: u8 },
+    #[error("HELLO flag 0x{flag:02x} needs flag 0x{needs:02x}")]
+    FlagNeedsFlag { flag: u8, needs: u8 },
     #[error("HELLO name is not UTF-8")]
     NameNotUtf8,
     #[error(
@@ -243,16 +268,46 @@ pub struct CameraMsg {
     pub y_mm: i32,
 }
 
+/// A reconnect token: issued in WELCOME, presented in HELLO to take an avatar back.
+pub type ReconnectToken = [u8; RECONNECT_TOKEN_BYTES];
+
+/// What a HELLO asks besides a plain join (flags bits 0..=4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct HelloOptions {
+    /// The content hash of a terrain the client has cached (bit 0).
+    pub cached_terrain: Option<[u8; 32]>,
+    /// Join as a spectator (bit 1).
+    pub spectate: bool,
+    /// Ask for a reconnect token in WELCOME (bit 2).
+    pub want_token: bool,
+    /// Take back the avatar of this token (bit 3), and whether the client kept its
+    /// decoded snapshots (bit 4).
+    pub reclaim: Option<Reclaim>,
+}
+
+/// A HELLO's reclaim: the token, and whether the client can still decode deltas against
+/// the snapshots it acked before the drop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reclaim {
+    pub token: ReconnectToken,
+    pub keeps_baselines: bool,
+}
+
+impl HelloOptions {
+    /// Whether WELCOME will carry a reconnect token: asked for, or a reclaim (whose
+    /// token is used up and replaced).
+    pub fn welcome_has_token(&self) -> bool {
+        self.want_token || self.reclaim.is_some()
+    }
+}
+
 /// A decoded client message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ClientMessage<'a> {
     Hello {
         version: u16,
         name: &'a str,
-        /// The content hash of a terrain the client has cached, if it says so.
-        cached_terrain: Option<[u8; 32]>,
-        /// Join as a spectator.
-        spectate: bool,
+        options: HelloOptions,
     },
     Input(InputMsg),
     Camera(CameraMsg),
@@ -279,6 +334,8 @@ pub struct Welcome {
     pub world_size_mm: u32,
     pub terrain: WireTerrainDescriptor,
     pub world: WorldFacts,
+    /// The client's reconnect token, when its HELLO asked for one (the last 16 bytes).
+    pub reconnect_token: Option<ReconnectToken>,
 }
 
 /// What a client needs to draw and play the world (WELCOME bytes 82..).
@@ -414,8 +471,7 @@ mod tests {
             Ok(ClientMessage::Hello {
                 version: PROTOCOL_VERSION,
                 name: "ada",
-                cached_terrain: None,
-                spectate: false,
+                options: HelloOptions::default(),
             })
         );
         assert_eq!(
@@ -423,8 +479,11 @@ mod tests {
             Ok(ClientMessage::Hello {
                 version: PROTOCOL_VERSION,
                 name: "eye",
-                cached_terrain: Some([3; 32]),
-                spectate: true,
+                options: HelloOptions {
+                    cached_terrain: Some([3; 32]),
+                    spectate: true,
+                    ..HelloOptions::default()
+                },
             })
         );
         let c = CameraMsg {
@@ -440,10 +499,37 @@ mod tests {
             Ok(ClientMessage::Hello {
                 version: PROTOCOL_VERSION,
                 name: "bo",
-                cached_terrain: Some([9; 32]),
-                spectate: false,
+                options: HelloOptions {
+                    cached_terrain: Some([9; 32]),
+                    ..HelloOptions::default()
+                },
             })
         );
+        // Every combination of the options survives the round trip.
+        for bits in 0u8..32 {
+            let on = |b: u8| bits & b != 0;
+            let o = HelloOptions {
+                cached_terrain: on(1).then_some([7; 32]),
+                spectate: on(2),
+                want_token: on(4),
+                reclaim: on(8).then_some(Reclaim {
+                    token: [0x5a; RECONNECT_TOKEN_BYTES],
+                    keeps_baselines: on(16),
+                }),
+            };
+            let hello = encode_hello_with(PROTOCOL_VERSION, "cy", &o);
+            let extra = if on(1) { 32 } else { 0 } + if on(8) { RECONNECT_TOKEN_BYTES } else { 0 };
+            assert_eq!(hello.len(), HELLO_HEADER_BYTES + 2 + extra, "options {bits:05b}");
+            assert_eq!(
+                decode_client(&hello),
+                Ok(ClientMessage::Hello {
+                    version: PROTOCOL_VERSION,
+                    name: "cy",
+                    options: o,
+                }),
+                "options {bits:05b}"
+            );
+        }
         let m = InputMsg {
             seq: 7,
             dir_x: -300,
@@ -495,6 +581,25 @@ mod tests {
             encode_camera(&c),
             [0x14, 0x03, 0x00, 0x00, 0x00, 0x00, 0xd0, 0x07, 0x00, 0xc0, 0xff, 0xff, 0xff]
         );
+        let want = HelloOptions {
+            want_token: true,
+            ..HelloOptions::default()
+        };
+        assert_eq!(
+            encode_hello_with(2, "ada", &want),
+            [0x10, 0x02, 0x00, 0x04, 0x03, 0x61, 0x64, 0x61]
+        );
+        let token: ReconnectToken = std::array::from_fn(|i| i as u8);
+        let reclaim = HelloOptions {
+            reclaim: Some(Reclaim {
+                token,
+                keeps_baselines: true,
+            }),
+            ..HelloOptions::default()
+        };
+        let mut expected = vec![0x10, 0x02, 0x00, 0x18, 0x03, 0x61, 0x64, 0x61];
+        expected.extend(0x00..=0x0f);
+        assert_eq!(encode_hello_with(2, "ada", &reclaim), expected);
     }
 
     #[test]
@@ -515,14 +620,29 @@ mod tests {
             Err(ProtocolError::NameInvalid)
         );
         let mut flags = encode_hello(PROTOCOL_VERSION, "x", None);
-        flags[3] = 0x04;
+        flags[3] = 0x20;
         assert_eq!(
             decode_client(&flags),
             Err(ProtocolError::ReservedFlags {
                 kind: "HELLO",
-                flags: 0x04
+                flags: 0x20
             })
         );
+        // Keeping baselines means nothing without a reclaim.
+        flags[3] = HELLO_FLAG_KEEPS_BASELINES;
+        assert_eq!(
+            decode_client(&flags),
+            Err(ProtocolError::FlagNeedsFlag {
+                flag: HELLO_FLAG_KEEPS_BASELINES,
+                needs: HELLO_FLAG_RECLAIM
+            })
+        );
+        // The reclaim flag promises a token: a HELLO without one is short.
+        flags[3] = HELLO_FLAG_RECLAIM;
+        assert!(matches!(
+            decode_client(&flags),
+            Err(ProtocolError::BadLength { kind: "HELLO", .. })
+        ));
         assert!(matches!(
             decode_client(&encode_camera(&CameraMsg::default())[..12]),
             Err(ProtocolError::BadLength { kind: "CAMERA", .. })
@@ -595,6 +715,7 @@ mod tests {
                     })
                     .collect(),
             },
+            reconnect_token: None,
         }
     }
 
@@ -616,6 +737,16 @@ mod tests {
                 );
             }
         }
+        // A token adds its 16 bytes at the very end; nothing before it moves.
+        let with_token = Welcome {
+            reconnect_token: Some(*b"0123456789abcdef"),
+            ..welcome(4)
+        };
+        let b = encode_welcome(&with_token);
+        assert_eq!(b.len(), welcome_bytes(4) + RECONNECT_TOKEN_BYTES);
+        assert_eq!(&b[..welcome_bytes(4)], &encode_welcome(&welcome(4))[..]);
+        assert_eq!(&b[welcome_bytes(4)..], b"0123456789abcdef");
+        assert_eq!(decode_server(&b), Ok(ServerMessage::Welcome(with_token)));
         let cached = Welcome {
             terrain: welcome(1).terrain.cached(),
             ..welcome(1)

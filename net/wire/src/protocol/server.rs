@@ -4,9 +4,10 @@
 use super::{ack_layout, camera_layout, hello_layout, input_layout, ping_layout, pong_layout};
 use super::{
     client_type, exact, server_type, u16_at, u32_at, u64_at, welcome_bytes, CameraMsg, ClientMessage,
-    InputMsg, ProtocolError, Welcome, ACK_BYTES, CAMERA_BYTES, HELLO_FLAG_CACHED_TERRAIN,
-    HELLO_FLAG_SPECTATE, HELLO_HEADER_BYTES, INPUT_BYTES, INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES,
-    PROTOCOL_VERSION, ZONE_SHAPE_CIRCLE,
+    HelloOptions, InputMsg, ProtocolError, Reclaim, Welcome, ACK_BYTES, CAMERA_BYTES, HELLO_FLAGS_KNOWN,
+    HELLO_FLAG_CACHED_TERRAIN, HELLO_FLAG_KEEPS_BASELINES, HELLO_FLAG_RECLAIM, HELLO_FLAG_SPECTATE,
+    HELLO_FLAG_WANT_TOKEN, HELLO_HEADER_BYTES, INPUT_BYTES, INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES,
+    PROTOCOL_VERSION, RECONNECT_TOKEN_BYTES, ZONE_SHAPE_CIRCLE,
 };
 
 /// Decodes one client message. Lengths are exact: a short or long message is an error.
@@ -36,29 +37,50 @@ pub fn decode_client(msg: &[u8]) -> Result<ClientMessage<'_>, ProtocolError> {
                 });
             }
             let flags = msg[hello_layout::FLAGS];
-            if flags & !(HELLO_FLAG_CACHED_TERRAIN | HELLO_FLAG_SPECTATE) != 0 {
+            if flags & !HELLO_FLAGS_KNOWN != 0 {
                 return Err(ProtocolError::ReservedFlags { kind: "HELLO", flags });
+            }
+            if flags & HELLO_FLAG_KEEPS_BASELINES != 0 && flags & HELLO_FLAG_RECLAIM == 0 {
+                return Err(ProtocolError::FlagNeedsFlag {
+                    flag: HELLO_FLAG_KEEPS_BASELINES,
+                    needs: HELLO_FLAG_RECLAIM,
+                });
             }
             let n = msg[hello_layout::NAME_LEN] as usize;
             let cached = flags & HELLO_FLAG_CACHED_TERRAIN != 0;
+            let reclaim = flags & HELLO_FLAG_RECLAIM != 0;
             let hash_bytes = if cached { 32 } else { 0 };
-            exact("HELLO", msg, HELLO_HEADER_BYTES + n + hash_bytes)?;
+            let token_bytes = if reclaim { RECONNECT_TOKEN_BYTES } else { 0 };
+            exact("HELLO", msg, HELLO_HEADER_BYTES + n + hash_bytes + token_bytes)?;
             let name_end = HELLO_HEADER_BYTES + n;
             let name = std::str::from_utf8(&msg[HELLO_HEADER_BYTES..name_end])
                 .map_err(|_| ProtocolError::NameNotUtf8)?;
             if !super::name_is_acceptable(name) {
                 return Err(ProtocolError::NameInvalid);
             }
+            let hash_end = name_end + hash_bytes;
             let cached_terrain = cached.then(|| {
                 let mut h = [0u8; 32];
-                h.copy_from_slice(&msg[name_end..]);
+                h.copy_from_slice(&msg[name_end..hash_end]);
                 h
+            });
+            let reclaim = reclaim.then(|| {
+                let mut token = [0u8; RECONNECT_TOKEN_BYTES];
+                token.copy_from_slice(&msg[hash_end..]);
+                Reclaim {
+                    token,
+                    keeps_baselines: flags & HELLO_FLAG_KEEPS_BASELINES != 0,
+                }
             });
             Ok(ClientMessage::Hello {
                 version,
                 name,
-                cached_terrain,
-                spectate: flags & HELLO_FLAG_SPECTATE != 0,
+                options: HelloOptions {
+                    cached_terrain,
+                    spectate: flags & HELLO_FLAG_SPECTATE != 0,
+                    want_token: flags & HELLO_FLAG_WANT_TOKEN != 0,
+                    reclaim,
+                },
             })
         }
         client_type::INPUT => {
@@ -99,12 +121,14 @@ pub fn decode_client(msg: &[u8]) -> Result<ClientMessage<'_>, ProtocolError> {
     }
 }
 
-/// WELCOME, laid out as `net/wire/PROTOCOL.md` gives it (offsets in `welcome_layout`).
+/// WELCOME, laid out as `net/wire/PROTOCOL.md` gives it (offsets in `welcome_layout`),
+/// with the reconnect token after the zones when there is one.
 pub fn encode_welcome(w: &Welcome) -> Vec<u8> {
     use super::welcome_layout as at;
     let (t, f) = (&w.terrain, &w.world);
     assert!(f.zones.len() <= at::ZONE_COUNT_MAX, "{} zones", f.zones.len());
-    let mut b = vec![0u8; welcome_bytes(f.zones.len())];
+    let token_bytes = w.reconnect_token.map_or(0, |t| t.len());
+    let mut b = vec![0u8; welcome_bytes(f.zones.len()) + token_bytes];
     let mut put = |offset: usize, bytes: &[u8]| b[offset..offset + bytes.len()].copy_from_slice(bytes);
     put(0, &[server_type::WELCOME]);
     put(at::PROTOCOL_VERSION, &w.protocol_version.to_le_bytes());
@@ -146,6 +170,9 @@ pub fn encode_welcome(w: &Welcome) -> Vec<u8> {
         put(o + at::ZONE_X_MM, &z.x_mm.to_le_bytes());
         put(o + at::ZONE_Y_MM, &z.y_mm.to_le_bytes());
         put(o + at::ZONE_RADIUS_MM, &z.radius_mm.to_le_bytes());
+    }
+    if let Some(token) = &w.reconnect_token {
+        put(welcome_bytes(f.zones.len()), token);
     }
     b
 }

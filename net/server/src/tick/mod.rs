@@ -8,164 +8,29 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, Ordering::Relaxed};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use migratory_kernel::{Input, TickInputs, ViewEntry, World, VIEW_ENTITIES_MAX};
 use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::mpsc::Sender;
-use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::Bytes;
 
 use crate::config::BackpressureSection;
+use crate::events::{NetEvent, Outbound};
 use crate::metrics::{Metrics, Phase};
+use crate::reclaim::{ReclaimWriter, Tokens};
 use crate::recorder::{RecordError, Recorder};
-use migratory_wire::protocol::{
-    self, close_code, CameraMsg, InputMsg, Welcome, WireTerrainDescriptor, WorldFacts,
-};
+use migratory_wire::protocol::{self, WireTerrainDescriptor, WorldFacts};
+
+mod clients;
+
+pub use clients::Carried;
+use clients::{JoinState, TickClient};
 
 /// At most this many events are taken per tick, so a burst cannot stall one tick; the
 /// rest wait for the next.
 const EVENTS_PER_TICK_MAX: usize = 65_536;
-
-/// Why the server asks a connection to close.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CloseRequest {
-    pub code: u16,
-    pub reason: String,
-}
-
-/// What a connection task and the tick thread share about one client.
-#[derive(Debug)]
-pub struct ClientShared {
-    pub client: u32,
-    pub state_updates_dropped: AtomicU64,
-    pub overflow_events: AtomicU64,
-    pub queue_depth_hwm: AtomicUsize,
-    /// Set by the connection after each successful send; the tick thread clears it when
-    /// it counts an overflow, so consecutive overflows are told from separated ones.
-    pub sent_since_overflow: AtomicBool,
-    /// True until the connection has delivered the terrain. Snapshots due before then are
-    /// not queued (nor counted as overflows): the terrain timeout alone decides whether a
-    /// client too slow to take the terrain is evicted.
-    pub terrain_pending: AtomicBool,
-    close: Mutex<Option<CloseRequest>>,
-    /// Set once `close` holds a request: the connection checks it on every wake-up without
-    /// taking the lock.
-    close_set: AtomicBool,
-    close_notify: Notify,
-}
-
-impl ClientShared {
-    pub fn new(client: u32) -> ClientShared {
-        ClientShared {
-            client,
-            state_updates_dropped: AtomicU64::new(0),
-            overflow_events: AtomicU64::new(0),
-            queue_depth_hwm: AtomicUsize::new(0),
-            sent_since_overflow: AtomicBool::new(false),
-            terrain_pending: AtomicBool::new(true),
-            close: Mutex::new(None),
-            close_set: AtomicBool::new(false),
-            close_notify: Notify::new(),
-        }
-    }
-
-    /// Asks the connection to close; the first request wins. Callable from any thread.
-    pub fn request_close(&self, code: u16, reason: impl Into<String>) {
-        let mut slot = self.close.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.is_none() {
-            *slot = Some(CloseRequest {
-                code,
-                reason: reason.into(),
-            });
-            self.close_set.store(true, Ordering::Release);
-            // The connection may wait in two places at once (its session loop and a write
-            // racing closes), so every waiter is woken; `notify_one` then keeps a permit
-            // for a waiter that checked the flag just before it was set.
-            self.close_notify.notify_waiters();
-            self.close_notify.notify_one();
-        }
-    }
-
-    /// The pending close request, if any.
-    pub fn close_request(&self) -> Option<CloseRequest> {
-        self.close.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Resolves when a close has been requested.
-    pub async fn close_requested(&self) {
-        loop {
-            if self.close_set.load(Ordering::Acquire) {
-                return;
-            }
-            self.close_notify.notified().await;
-        }
-    }
-}
-
-/// What the tick thread queues for a connection.
-#[derive(Debug)]
-pub enum Outbound {
-    /// The join took effect: send this WELCOME, then the terrain, then snapshots.
-    /// WELCOME, and whether the client has the terrain cached (nothing more to send).
-    Welcome { message: Bytes, terrain_cached: bool },
-    /// A SNAPSHOT message (type byte + kernel snapshot).
-    Snapshot { message: Bytes },
-}
-
-/// What connection tasks tell the tick thread.
-#[derive(Debug)]
-pub enum NetEvent {
-    /// A HELLO was accepted: join this client.
-    Hello {
-        client: u32,
-        name: String,
-        /// The client's HELLO named this world's terrain hash.
-        terrain_cached: bool,
-        /// The client's HELLO asked to spectate.
-        spectator: bool,
-        shared: Arc<ClientShared>,
-        queue: Sender<Outbound>,
-    },
-    /// INPUT, as the client sent it: the newest steering per tick wins; a cast in any of
-    /// them counts.
-    Input { client: u32, input: InputMsg },
-    /// CAMERA, as the client sent it: the newest camera position per tick wins.
-    Camera { client: u32, camera: CameraMsg },
-    /// ACK: the newest acked tick per tick wins.
-    Ack { client: u32, tick: u32 },
-    /// The connection ended (for any reason).
-    Gone { client: u32 },
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum JoinState {
-    /// Join fed to this tick's inputs; resolved by its output.
-    Joining,
-    Joined,
-    /// The kernel refused the join; waiting for the connection to go.
-    Rejected,
-}
-
-#[derive(Debug)]
-struct TickClient {
-    state: JoinState,
-    terrain_cached: bool,
-    shared: Arc<ClientShared>,
-    queue: Sender<Outbound>,
-    /// No more messages are queued (eviction requested, or the queue is closed).
-    closing: bool,
-    /// The kernel's sequence numbers for this client: steer, camera and cast share one counter.
-    kernel_seq: u32,
-    /// The newest INPUT of the tick (its cast flag is `pending_cast`'s business).
-    pending_steer: Option<InputMsg>,
-    pending_camera: Option<CameraMsg>,
-    pending_cast: bool,
-    pending_ack: Option<u32>,
-    overflow_streak: u32,
-}
 
 /// Static facts every WELCOME carries.
 #[derive(Clone, Debug)]
@@ -186,6 +51,8 @@ pub struct TickSettings {
     pub backpressure: BackpressureSection,
     /// Stop by itself after this many ticks (None: until shut down).
     pub run_ticks: Option<u64>,
+    /// Ticks a dropped player's avatar waits for a reclaim before it leaves (0: at once).
+    pub reconnect_grace_ticks: u32,
     /// Per-phase timings at DEBUG once a second.
     pub debug: bool,
 }
@@ -221,6 +88,9 @@ pub struct TickLoop {
     recording_error: Option<RecordError>,
     welcome: WelcomeBase,
     clients: BTreeMap<u32, TickClient>,
+    /// The reconnect tokens issued (their hashes), and the thread keeping them on disk.
+    tokens: Tokens,
+    reclaim_writer: Option<ReclaimWriter>,
     inputs: TickInputs,
     shutdown: Arc<AtomicBool>,
     epoch: Instant,
@@ -239,7 +109,7 @@ impl TickLoop {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         world: World,
-        leaving_clients: Vec<u32>,
+        carried: Carried,
         settings: TickSettings,
         events: mpsc::Receiver<NetEvent>,
         metrics: Arc<Metrics>,
@@ -248,9 +118,20 @@ impl TickLoop {
         shutdown: Arc<AtomicBool>,
         epoch: Instant,
     ) -> TickLoop {
-        TickLoop {
+        // The reclaim file sits beside the recording: without one there is nothing to
+        // resume from, so nothing to reclaim after a crash either.
+        let reclaim_writer = recorder
+            .as_ref()
+            .and_then(|r| match ReclaimWriter::start(&r.path) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no reclaim file: tokens will not outlive this process");
+                    None
+                }
+            });
+        let mut l = TickLoop {
             world,
-            leaving_clients,
+            leaving_clients: Vec::new(),
             settings,
             events,
             metrics,
@@ -258,9 +139,23 @@ impl TickLoop {
             recording_error: None,
             welcome,
             clients: BTreeMap::new(),
+            tokens: Tokens::default(),
+            reclaim_writer,
             inputs: TickInputs::default(),
             shutdown,
             epoch,
+        };
+        l.carry(carried);
+        l.publish_tokens(true);
+        l
+    }
+
+    /// Hands the token table to the reclaim file's writer when it changed (or `always`).
+    fn publish_tokens(&mut self, always: bool) {
+        if self.tokens.take_changed() || always {
+            if let Some(w) = &self.reclaim_writer {
+                w.publish(self.tokens.encode(self.world.tick()));
+            }
         }
     }
 
@@ -382,6 +277,7 @@ impl TickLoop {
                 .drain(..)
                 .map(|client| Input::Leave { client }),
         );
+        self.expire_grace();
         for _ in 0..EVENTS_PER_TICK_MAX {
             let Ok(event) = self.events.try_recv() else {
                 break;
@@ -392,30 +288,22 @@ impl TickLoop {
                     name,
                     terrain_cached,
                     spectator,
+                    want_token,
                     shared,
                     queue,
                 } => {
-                    inputs.push(match spectator {
-                        false => Input::Join { client, name },
-                        true => Input::Spectate { client, name },
-                    });
-                    self.clients.insert(
-                        client,
-                        TickClient {
-                            state: JoinState::Joining,
-                            terrain_cached,
-                            shared,
-                            queue,
-                            closing: false,
-                            kernel_seq: 0,
-                            pending_steer: None,
-                            pending_camera: None,
-                            pending_cast: false,
-                            pending_ack: None,
-                            overflow_streak: 0,
-                        },
-                    );
+                    let mut c = TickClient::new(shared, queue);
+                    c.terrain_cached = terrain_cached;
+                    c.want_token = want_token;
+                    self.on_hello(client, name, spectator, c);
                 }
+                NetEvent::Reclaim {
+                    token,
+                    terrain_cached,
+                    keeps_baselines,
+                    queue,
+                    reply,
+                } => self.on_reclaim(&token, terrain_cached, keeps_baselines, queue, reply),
                 NetEvent::Input { client, input } => {
                     if let Some(c) = self.clients.get_mut(&client) {
                         c.pending_cast |= input.cast;
@@ -432,60 +320,39 @@ impl TickLoop {
                         c.pending_ack = Some(c.pending_ack.map_or(tick, |t| t.max(tick)));
                     }
                 }
-                NetEvent::Gone { client } => {
-                    if let Some(c) = self.clients.remove(&client) {
-                        match c.state {
-                            JoinState::Joined => {
-                                inputs.push(Input::Leave { client });
-                                self.metrics.clients.fetch_sub(1, Relaxed);
-                                self.metrics
-                                    .joined_clients
-                                    .lock()
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .remove(&client);
-                            }
-                            // Joined and gone within one tick: the join never happens.
-                            JoinState::Joining => inputs.retain(|i| {
-                                !matches!(i, Input::Join { client: c2, .. } | Input::Spectate { client: c2, .. } if *c2 == client)
-                            }),
-                            JoinState::Rejected => {}
-                        }
-                    }
-                }
+                NetEvent::Gone { shared } => self.on_gone(&shared),
             }
         }
+        let inputs = &mut self.inputs.inputs;
         for (&client, c) in self.clients.iter_mut() {
-            if c.state == JoinState::Rejected {
+            if c.state != JoinState::Joined {
                 continue;
             }
             // Steering and casting share the kernel's per-client sequence, and the kernel
             // applies all steers of a tick before its casts: coalescing to one steer and one
             // cast a tick keeps every cast from being stale.
             if let Some(m) = c.pending_steer.take() {
-                c.kernel_seq = c.kernel_seq.wrapping_add(1);
+                let seq = c.next_seq();
                 inputs.push(Input::Steer {
                     client,
-                    seq: c.kernel_seq,
+                    seq,
                     dir_x: m.dir_x,
                     dir_y: m.dir_y,
                     throttle: m.throttle,
                 });
             }
             if let Some(m) = c.pending_camera.take() {
-                c.kernel_seq = c.kernel_seq.wrapping_add(1);
+                let seq = c.next_seq();
                 inputs.push(Input::Camera {
                     client,
-                    seq: c.kernel_seq,
+                    seq,
                     x_mm: m.x_mm,
                     y_mm: m.y_mm,
                 });
             }
             if std::mem::take(&mut c.pending_cast) {
-                c.kernel_seq = c.kernel_seq.wrapping_add(1);
-                inputs.push(Input::Cast {
-                    client,
-                    seq: c.kernel_seq,
-                });
+                let seq = c.next_seq();
+                inputs.push(Input::Cast { client, seq });
             }
             if let Some(tick) = c.pending_ack.take() {
                 inputs.push(Input::Ack { client, tick });
@@ -509,6 +376,7 @@ impl TickLoop {
         self.welcome_joined();
         self.refuse_unjoined();
         self.queue_snapshots();
+        self.publish_tokens(false);
     }
 
     /// The kernel's refusals of this tick, into `/metrics`.
@@ -526,68 +394,6 @@ impl TickLoop {
         ] {
             if v > 0 {
                 a.fetch_add(v as u64, Relaxed);
-            }
-        }
-    }
-
-    /// A WELCOME for each client the world joined this tick.
-    fn welcome_joined(&mut self) {
-        let out = self.world.output();
-        let m = &self.metrics;
-        for j in &out.joined {
-            let Some(c) = self.clients.get_mut(&j.client) else {
-                continue;
-            };
-            c.state = JoinState::Joined;
-            m.clients.fetch_add(1, Relaxed);
-            m.joined_clients
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(j.client);
-            let w = Welcome {
-                protocol_version: protocol::PROTOCOL_VERSION,
-                client_id: j.client,
-                avatar_id: j.avatar_id,
-                slot: j.slot,
-                join_tick: out.tick,
-                tick_rate_hz: self.welcome.tick_rate_hz,
-                snapshot_interval_ticks: self.welcome.snapshot_interval_ticks,
-                world_size_mm: self.welcome.world_size_mm,
-                terrain: if c.terrain_cached {
-                    self.welcome.terrain.cached()
-                } else {
-                    self.welcome.terrain
-                },
-                world: self.welcome.world.clone(),
-            };
-            let message = Bytes::from(protocol::encode_welcome(&w));
-            let welcome = Outbound::Welcome {
-                message,
-                terrain_cached: c.terrain_cached,
-            };
-            // Nothing is queued before the WELCOME, so it always fits an open queue.
-            if c.queue.try_send(welcome).is_err() {
-                c.closing = true;
-            }
-        }
-    }
-
-    /// Closes every client whose join this tick's world did not confirm.
-    fn refuse_unjoined(&mut self) {
-        let slots_full = self.world.output().rejected.slots_full > 0;
-        let slots = self.world.config().client_slots_max;
-        for (&client, c) in self.clients.iter_mut() {
-            if c.state == JoinState::Joining {
-                c.state = JoinState::Rejected;
-                c.closing = true;
-                self.metrics.joins_rejected_total.fetch_add(1, Relaxed);
-                let reason = if slots_full {
-                    format!("world full: all {slots} client slots are taken")
-                } else {
-                    "join refused by the world".to_string()
-                };
-                tracing::info!(client, %reason, "join refused");
-                c.shared.request_close(close_code::TRY_AGAIN_LATER, reason);
             }
         }
     }
@@ -611,6 +417,14 @@ impl TickLoop {
             if c.state != JoinState::Joined || c.closing || c.shared.terrain_pending.load(Relaxed) {
                 continue;
             }
+            if c.awaiting_full_snapshot {
+                // After a reclaim without kept snapshots, a delta could not be decoded:
+                // wait for the kernel's first full snapshot (no baseline).
+                if snapshot_baseline_tick(f.bytes) != Some(NO_BASELINE) {
+                    continue;
+                }
+                c.awaiting_full_snapshot = false;
+            }
             let message = Bytes::from(protocol::encode_snapshot(f.bytes));
             match c.queue.try_send(Outbound::Snapshot { message }) {
                 Ok(()) => {
@@ -625,6 +439,10 @@ impl TickLoop {
 
     fn finish(mut self, ran: u64) -> TickReport {
         self.set_phase(Phase::Idle);
+        self.publish_tokens(true);
+        if let Some(w) = self.reclaim_writer.take() {
+            w.finish();
+        }
         let mut path = None;
         if let Some(mut rec) = self.recorder.take() {
             // The final checkpoint lets the next session of this world resume from the
@@ -646,6 +464,15 @@ impl TickLoop {
         }
     }
 }
+
+/// A snapshot's baseline tick (`SNAPSHOT_FORMAT.md`: bytes 5..9 of the kernel's snapshot).
+fn snapshot_baseline_tick(snapshot: &[u8]) -> Option<u32> {
+    let b = snapshot.get(5..9)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// The baseline tick of a full snapshot.
+const NO_BASELINE: u32 = u32::MAX;
 
 /// A snapshot that did not fit `c`'s queue: counted, logged, and the client evicted once
 /// its streak of drops with no send between reaches `grace_overflow_events`.
@@ -690,20 +517,5 @@ mod tests {
         assert_eq!(catch_up(ms(84), dt, 4), (true, 1));
         assert_eq!(catch_up(Duration::from_secs(1), dt, 4), (true, 56));
         assert_eq!(catch_up(Duration::from_secs(1), dt, 0), (true, 60));
-    }
-
-    #[test]
-    fn close_requests_keep_the_first() {
-        let s = ClientShared::new(7);
-        assert_eq!(s.close_request(), None);
-        s.request_close(1013, "slow");
-        s.request_close(1001, "shutdown");
-        assert_eq!(
-            s.close_request(),
-            Some(CloseRequest {
-                code: 1013,
-                reason: "slow".into()
-            })
-        );
     }
 }

@@ -1,0 +1,159 @@
+//! What a connection task and the tick thread tell each other: the events a connection
+//! sends (HELLO, reclaim, inputs, acks, its end), the messages the tick thread queues for
+//! it, and the state both sides share about one client.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use migratory_wire::protocol::{CameraMsg, InputMsg, ReconnectToken};
+use tokio::sync::mpsc::Sender;
+use tokio::sync::{oneshot, Notify};
+use tokio_tungstenite::tungstenite::Bytes;
+
+/// Why the server asks a connection to close.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CloseRequest {
+    pub code: u16,
+    pub reason: String,
+}
+
+/// What a connection task and the tick thread share about one client.
+#[derive(Debug)]
+pub struct ClientShared {
+    pub client: u32,
+    pub state_updates_dropped: AtomicU64,
+    pub overflow_events: AtomicU64,
+    pub queue_depth_hwm: AtomicUsize,
+    /// Set by the connection after each successful send; the tick thread clears it when
+    /// it counts an overflow, so consecutive overflows are told from separated ones.
+    pub sent_since_overflow: AtomicBool,
+    /// True until the connection has delivered the terrain. Snapshots due before then are
+    /// not queued (nor counted as overflows): the terrain timeout alone decides whether a
+    /// client too slow to take the terrain is evicted.
+    pub terrain_pending: AtomicBool,
+    close: Mutex<Option<CloseRequest>>,
+    /// Set once `close` holds a request: the connection checks it on every wake-up without
+    /// taking the lock.
+    close_set: AtomicBool,
+    close_notify: Notify,
+}
+
+impl ClientShared {
+    pub fn new(client: u32) -> ClientShared {
+        ClientShared {
+            client,
+            state_updates_dropped: AtomicU64::new(0),
+            overflow_events: AtomicU64::new(0),
+            queue_depth_hwm: AtomicUsize::new(0),
+            sent_since_overflow: AtomicBool::new(false),
+            terrain_pending: AtomicBool::new(true),
+            close: Mutex::new(None),
+            close_set: AtomicBool::new(false),
+            close_notify: Notify::new(),
+        }
+    }
+
+    /// Asks the connection to close; the first request wins. Callable from any thread.
+    pub fn request_close(&self, code: u16, reason: impl Into<String>) {
+        let mut slot = self.close.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(CloseRequest {
+                code,
+                reason: reason.into(),
+            });
+            self.close_set.store(true, Ordering::Release);
+            // The connection may wait in two places at once (its session loop and a write
+            // racing closes), so every waiter is woken; `notify_one` then keeps a permit
+            // for a waiter that checked the flag just before it was set.
+            self.close_notify.notify_waiters();
+            self.close_notify.notify_one();
+        }
+    }
+
+    /// The pending close request, if any.
+    pub fn close_request(&self) -> Option<CloseRequest> {
+        self.close.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Resolves when a close has been requested.
+    pub async fn close_requested(&self) {
+        loop {
+            if self.close_set.load(Ordering::Acquire) {
+                return;
+            }
+            self.close_notify.notified().await;
+        }
+    }
+}
+
+/// What the tick thread queues for a connection.
+#[derive(Debug)]
+pub enum Outbound {
+    /// The join took effect: send this WELCOME, then the terrain, then snapshots.
+    /// WELCOME, and whether the client has the terrain cached (nothing more to send).
+    Welcome { message: Bytes, terrain_cached: bool },
+    /// A SNAPSHOT message (type byte + kernel snapshot).
+    Snapshot { message: Bytes },
+}
+
+/// What connection tasks tell the tick thread.
+#[derive(Debug)]
+pub enum NetEvent {
+    /// A HELLO was accepted: join this client.
+    Hello {
+        client: u32,
+        name: String,
+        /// The client's HELLO named this world's terrain hash.
+        terrain_cached: bool,
+        /// The client's HELLO asked to spectate.
+        spectator: bool,
+        /// The client's HELLO asked for a reconnect token.
+        want_token: bool,
+        shared: Arc<ClientShared>,
+        queue: Sender<Outbound>,
+    },
+    /// A HELLO with a reconnect token: rebind its avatar to this connection. The answer is
+    /// the client's shared state (its id is the avatar's client id), or a refusal.
+    Reclaim {
+        token: ReconnectToken,
+        terrain_cached: bool,
+        /// The client still holds the snapshots it decoded before the drop.
+        keeps_baselines: bool,
+        queue: Sender<Outbound>,
+        reply: oneshot::Sender<Result<Arc<ClientShared>, ReclaimRefused>>,
+    },
+    /// INPUT, as the client sent it: the newest steering per tick wins; a cast in any of
+    /// them counts.
+    Input { client: u32, input: InputMsg },
+    /// CAMERA, as the client sent it: the newest camera position per tick wins.
+    Camera { client: u32, camera: CameraMsg },
+    /// ACK: the newest acked tick per tick wins.
+    Ack { client: u32, tick: u32 },
+    /// The connection ended (for any reason). Its shared state tells it from a later
+    /// connection that reclaimed the same client.
+    Gone { shared: Arc<ClientShared> },
+}
+
+/// Why a reclaim was refused: the token is not one this world holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReclaimRefused;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_requests_keep_the_first() {
+        let s = ClientShared::new(7);
+        assert_eq!(s.close_request(), None);
+        s.request_close(1013, "slow");
+        s.request_close(1001, "shutdown");
+        assert_eq!(
+            s.close_request(),
+            Some(CloseRequest {
+                code: 1013,
+                reason: "slow".into()
+            })
+        );
+    }
+}
