@@ -37,7 +37,12 @@ pub(crate) fn router(fleet: Arc<Fleet>, auth: Arc<Auth>) -> Router {
                 .route_layer(admin.clone())
                 .merge(get(show).route_layer(reader.clone())),
         )
-        .route("/api/worlds/{id}/stop", post(stop).route_layer(admin))
+        .route("/api/worlds/{id}/stop", post(stop).route_layer(admin.clone()))
+        .route(
+            "/api/worlds/{id}/move",
+            post(move_world).route_layer(admin.clone()),
+        )
+        .route("/api/nodes/{id}/drain", post(drain).route_layer(admin))
         .route("/api/worlds/{id}/join", post(join).route_layer(player))
         .route("/api/nodes", get(nodes).route_layer(reader.clone()))
         .route("/api/sd", get(service_discovery).route_layer(reader))
@@ -54,6 +59,12 @@ pub(crate) fn internal_router(fleet: Arc<Fleet>) -> Router {
         .route(
             "/internal/worlds/{id}/segment",
             post(segment).layer(axum::extract::DefaultBodyLimit::max(CHUNK_BYTES_MAX)),
+        )
+        .route(
+            "/internal/worlds/{id}/reclaim",
+            post(reclaim).layer(axum::extract::DefaultBodyLimit::max(
+                migratory_wire::fleet::RECLAIM_BYTES_MAX,
+            )),
         )
         .with_state(fleet)
         .layer(axum::middleware::map_response(json_errors))
@@ -89,7 +100,7 @@ impl IntoResponse for FleetError {
             FleetError::Conflict { .. } => StatusCode::CONFLICT,
             FleetError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             FleetError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            FleetError::NodeInUse { .. } => StatusCode::CONFLICT,
+            FleetError::NodeInUse { .. } | FleetError::OtherNode { .. } => StatusCode::CONFLICT,
             FleetError::Store(_) | FleetError::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         };
         if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE {
@@ -411,6 +422,54 @@ async fn stop(
     Ok(Json(json!({ "world": id, "stopped": stopped })))
 }
 
+/// `POST /api/worlds/{id}/move` with `{"to": NODE_ID}` or `{}` (the fleet chooses): the
+/// world's server stops at a tick boundary and the target node resumes it; its clients
+/// follow through the fleet's join and reclaim their avatars.
+async fn move_world(
+    State(fleet): State<Arc<Fleet>>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<serde_json::Value>, FleetError> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct MoveBody {
+        to: Option<String>,
+    }
+    let text = if body.is_empty() { &b"{}"[..] } else { &body[..] };
+    let req: MoveBody = serde_json::from_slice(text).map_err(|e| FleetError::Invalid {
+        reason: format!("a move's body is {{\"to\": NODE_ID}} or {{}}: {e}"),
+    })?;
+    let row = fleet.world_row(&id).await?;
+    refuse_if_elsewhere(&fleet, &id, row.owner_node, "move").await?;
+    let report = fleet.move_world(&id, req.to.as_deref()).await?;
+    Ok(Json(serde_json::to_value(report).unwrap_or_default()))
+}
+
+/// `POST /api/nodes/{id}/drain` on node `id` itself: every world it runs moves to other
+/// nodes, and it starts no world from then on (until it restarts).
+async fn drain(
+    State(fleet): State<Arc<Fleet>>,
+    Path(node): Path<String>,
+) -> Result<Json<serde_json::Value>, FleetError> {
+    if node != fleet.node.id {
+        return Err(FleetError::Conflict {
+            world: String::new(),
+            reason: format!(
+                "this is node `{}`: ask node `{node}` to drain itself",
+                fleet.node.id
+            ),
+        });
+    }
+    let moves = fleet.drain().await?;
+    let (moved, failed): (Vec<_>, Vec<_>) = moves.into_iter().partition(Result::is_ok);
+    Ok(Json(json!({
+        "node": node,
+        "draining": true,
+        "moved": moved.into_iter().filter_map(Result::ok).collect::<Vec<_>>(),
+        "failed": failed.into_iter().filter_map(Result::err).collect::<Vec<_>>(),
+    })))
+}
+
 /// A stop or a delete is made by the node that runs the world: another node with a live
 /// lease is named in a 409.
 async fn refuse_if_elsewhere(
@@ -502,6 +561,31 @@ async fn segment(
             Json(json!({
                 "error": format!("offset {} is past the {stored_bytes} bytes stored", q.offset),
                 "stored_bytes": stored_bytes,
+            })),
+        )
+            .into_response(),
+    })
+}
+
+/// `POST /internal/worlds/{id}/reclaim` with the server's token: its reclaim file, whole.
+/// 204 stored; 409 fenced.
+async fn reclaim(
+    State(fleet): State<Arc<Fleet>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, FleetError> {
+    let grant = match fleet.grant_for(&id, bearer(&headers)) {
+        Ok(g) => g,
+        Err(check) => return Ok(refused(check, &id)),
+    };
+    Ok(match fleet.store_reclaim(&grant, &body).await? {
+        None => StatusCode::NO_CONTENT.into_response(),
+        Some(epoch_now) => (
+            StatusCode::CONFLICT,
+            Json(json!({
+                "error": format!("fenced: world `{id}` is at epoch {epoch_now}, this server ran under {}", grant.holder.epoch),
+                "epoch": epoch_now,
             })),
         )
             .into_response(),

@@ -40,6 +40,8 @@ pub enum FleetError {
          left): give this node another --node-id, or stop that one"
     )]
     NodeInUse { node: String, lease_left_ms: i64 },
+    #[error("this is node `{here}`: ask node `{asked}` itself")]
+    OtherNode { here: String, asked: String },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{context}: {source}")]

@@ -332,6 +332,13 @@ impl Fleet {
                 }));
             }
         }
+        if self.node.draining.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(FleetError::Unavailable {
+                world: id.to_string(),
+                reason: format!("node `{}` is draining: join through another node", self.node.id),
+                log_tail: Vec::new(),
+            });
+        }
         let running_max = self.options.limits.worlds_running_max as usize;
         if self.running_count(Some(&own)) >= running_max {
             return Err(FleetError::Unavailable {
@@ -428,7 +435,12 @@ impl Fleet {
 
     /// Ships what the exited server left unshipped and closes its segment, unless the
     /// segment was closed already (by a node that took the world over).
-    async fn close_finished(&self, id: &str, running: &Running, info: ExitInfo) -> Result<(), FleetError> {
+    pub(crate) async fn close_finished(
+        &self,
+        id: &str,
+        running: &Running,
+        info: ExitInfo,
+    ) -> Result<(), FleetError> {
         let Some(seq) = running.segment_seq else {
             return Ok(());
         };

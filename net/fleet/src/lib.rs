@@ -7,8 +7,9 @@
 //! (`start`: store, node registration, reconcile, bind, reaper, heartbeat), `api` (the
 //! HTTP front), `auth` (roles and their tokens: admin, reader, player), `metrics` (the node's `/metrics` and
 //! the world servers' discovery list), `node` (this node's lease), `limits` (what a world may ask for, and a tick cost model), `shipping`
-//! (segments on this disk or in the shared store), `start` (a world's server started
-//! here), `fleet` (each world's life cycle),
+//! (segments on this disk or in the shared store), `moving` (a live world moved to another
+//! node, a node drained, and the watcher that starts worlds handed to this node), `start`
+//! (a world's server started here), `fleet` (each world's life cycle),
 //! `process` (spawning, output, signals, exits), `store` (the state of record, SQLite or
 //! PostgreSQL), `options` (options), `error` (errors, the world id rule, random tokens).
 //!
@@ -25,6 +26,7 @@ mod error;
 mod fleet;
 mod limits;
 mod metrics;
+mod moving;
 mod node;
 mod options;
 mod process;

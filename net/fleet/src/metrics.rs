@@ -34,6 +34,8 @@ pub(crate) struct FleetMetrics {
     pub(crate) join_seconds: Histogram,
     pub(crate) resumes: Counter,
     pub(crate) takeovers: Counter,
+    /// Worlds this node handed to another node (a move or a drain).
+    pub(crate) moves: Counter,
     /// World servers that exited without being asked.
     pub(crate) crashes: Counter,
     pub(crate) health_misses: Counter,
@@ -59,6 +61,7 @@ impl FleetMetrics {
             join_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             resumes: Counter::default(),
             takeovers: Counter::default(),
+            moves: Counter::default(),
             crashes: Counter::default(),
             health_misses: Counter::default(),
             health_kills: Counter::default(),
@@ -81,6 +84,11 @@ impl FleetMetrics {
             "takeovers",
             "Worlds taken over from a node whose lease lapsed",
             m.takeovers.clone(),
+        );
+        registry.register(
+            "moves",
+            "Worlds this node handed to another node (a move or a drain)",
+            m.moves.clone(),
         );
         registry.register(
             "crashes",

@@ -20,6 +20,8 @@ pub(crate) struct Node {
     pub(crate) incarnation: String,
     pub(crate) advertise_host: String,
     pub(crate) lease: Duration,
+    /// Set by a drain: this node starts no world from then on.
+    pub(crate) draining: Arc<std::sync::atomic::AtomicBool>,
     /// When the lease was last renewed (shared by the copies of this node).
     renewed: Arc<std::sync::Mutex<Instant>>,
 }
@@ -31,6 +33,7 @@ impl Node {
             incarnation: new_token()?[..32].to_string(),
             advertise_host: options.advertise_host.clone(),
             lease: options.lease,
+            draining: Arc::default(),
             renewed: Arc::new(std::sync::Mutex::new(Instant::now())),
         })
     }

@@ -101,6 +101,7 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
             }
         })
     };
+    let adopter = crate::moving::spawn_adopter(fleet.clone(), shutdown_rx.clone());
     let heartbeat = node::spawn_heartbeat(
         fleet.store.clone(),
         fleet.node.clone(),
@@ -150,6 +151,7 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
         futures_util::future::join_all(stops).await;
         let _ = internal_stop_tx.send(true);
         heartbeat.abort();
+        adopter.abort();
         // Its worlds are given up already; ending the lease lets other nodes see at once
         // that this one is gone.
         if let Err(e) = fleet.store.leave(&fleet.node.id, &fleet.node.incarnation).await {

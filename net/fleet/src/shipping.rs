@@ -11,6 +11,8 @@
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::Path;
 
+use migratory_wire::fleet::reclaim_path;
+
 use crate::error::{io_err, FleetError};
 use crate::fleet::{Fleet, Grant, TokenCheck};
 use crate::store::{Append, Backend, Holder, CHUNK_BYTES_MAX};
@@ -65,6 +67,25 @@ impl Fleet {
         Ok(done)
     }
 
+    /// Stores a server's reclaim file with its segment: `None` stored, `Some(epoch now)`
+    /// fenced (as for `append`).
+    pub(crate) async fn store_reclaim(&self, grant: &Grant, bytes: &[u8]) -> Result<Option<i64>, FleetError> {
+        if !self.ships() {
+            return Err(FleetError::Invalid {
+                reason: "this fleet keeps segments on its own disk (SQLite); nothing is shipped".into(),
+            });
+        }
+        if self.node.lease_lapsed() {
+            self.metrics.fenced_appends.inc();
+            return Ok(Some(-1));
+        }
+        let world = &grant.content.world_id;
+        Ok(self
+            .store
+            .set_reclaim(world, grant.segment_seq, &grant.holder, bytes)
+            .await?)
+    }
+
     /// Ships what the segment's local file holds past the store's copy, under `epoch`
     /// (nothing when the world has moved on, or without a shared store).
     pub(crate) async fn ship_tail(
@@ -78,6 +99,18 @@ impl Fleet {
             return Ok(());
         }
         let path = self.options.data_dir.join(recording_path);
+        // The reclaim file as the server left it (its last write may postdate its last
+        // shipment), so the players can reclaim wherever the world resumes.
+        match std::fs::read(reclaim_path(&path)) {
+            Ok(bytes) => {
+                if let Some(epoch_now) = self.store.set_reclaim(id, seq, holder, &bytes).await? {
+                    tracing::info!(world = %id, seq, epoch_now, "the world moved on; its reclaim file is not stored");
+                    return Ok(());
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(world = %id, error = %e, "reading the reclaim file failed"),
+        }
         loop {
             let stored = self.store.shipped_bytes(id, seq).await?;
             let bytes = match read_from(&path, stored) {
@@ -110,13 +143,20 @@ impl Fleet {
             return Ok(());
         }
         let bytes = self.store.segment_bytes(id, seq).await?;
+        let reclaim = self.store.segment_reclaim(id, seq).await?;
         let path = self.options.data_dir.join(recording_path);
-        tokio::task::spawn_blocking(move || write_atomically(&path, &bytes))
-            .await
-            .map_err(|e| FleetError::Io {
-                context: "writing a segment".into(),
-                source: std::io::Error::other(e.to_string()),
-            })?
+        tokio::task::spawn_blocking(move || {
+            write_atomically(&path, &bytes)?;
+            match reclaim {
+                Some(r) => write_atomically(&reclaim_path(&path), &r),
+                None => Ok(()),
+            }
+        })
+        .await
+        .map_err(|e| FleetError::Io {
+            context: "writing a segment".into(),
+            source: std::io::Error::other(e.to_string()),
+        })?
     }
 }
 

@@ -275,7 +275,7 @@ fn serve(
         // load. From the moment `start` goes past the build, a signal starts the graceful
         // shutdown instead.
         let phase = Arc::new(crate::StartPhase::default());
-        let (signalled_tx, mut signalled) = tokio::sync::watch::channel(false);
+        let (signalled_tx, mut signalled) = tokio::sync::watch::channel(None);
         tokio::spawn({
             let phase = phase.clone();
             async move {
@@ -285,8 +285,8 @@ fn serve(
                         // 128 + the signal, as a shell reports a process ended by it.
                         std::process::exit(128 + signal);
                     }
-                    Ok(_) => {
-                        let _ = signalled_tx.send(true);
+                    Ok(signal) => {
+                        let _ = signalled_tx.send(Some(signal));
                     }
                     Err(e) => {
                         tracing::error!(error = %e, "no signal handling");
@@ -319,7 +319,12 @@ fn serve(
             // `--run-ticks`: the server stops by itself.
             r = &mut wait => r?,
             Ok(()) = signalled.changed() => {
-                stopper.stop();
+                // SIGUSR1: the fleet moves the world; clients are sent back through it.
+                if *signalled.borrow() == Some(libc::SIGUSR1) {
+                    stopper.stop_moving();
+                } else {
+                    stopper.stop();
+                }
                 wait.await?
             }
         };
@@ -393,12 +398,18 @@ fn view(
     })
 }
 
-/// Waits for SIGTERM or SIGINT; returns its number.
+/// Waits for SIGTERM, SIGINT or SIGUSR1 (a graceful stop for a move: clients are closed
+/// with REJOIN); returns its number.
 async fn wait_for_signal() -> anyhow::Result<i32> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut usr1 = signal(SignalKind::user_defined1()).context("installing the SIGUSR1 handler")?;
     Ok(tokio::select! {
+        _ = usr1.recv() => {
+            tracing::info!("SIGUSR1: stopping for a move");
+            libc::SIGUSR1
+        }
         _ = term.recv() => {
             tracing::info!("SIGTERM");
             libc::SIGTERM

@@ -680,9 +680,16 @@ async fn shutdown_signal(rx: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = rx.wait_for(|&s| s).await;
 }
 
-/// The close for a server that is stopping: 1001, or REJOIN when the fleet fenced it
-/// (another server owns the world now, and the fleet's join answers that one).
+/// The close for a server that is stopping: 1001, or REJOIN when the fleet fenced it or
+/// is moving the world (another server owns the world now, and the fleet's join answers
+/// that one).
 fn going_away(fence: &Fence) -> Stop {
+    if fence.is_moving() {
+        return Stop::Close {
+            code: close_code::REJOIN,
+            reason: "this world is moving to another server: join again through the fleet and reclaim".into(),
+        };
+    }
     if fence.is_set() {
         return Stop::Close {
             code: close_code::REJOIN,

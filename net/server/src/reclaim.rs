@@ -62,12 +62,7 @@ pub enum ReclaimFileError {
     Corrupted { path: PathBuf, reason: String },
 }
 
-/// The reclaim file beside a recording.
-pub fn reclaim_path(recording: &Path) -> PathBuf {
-    let mut name = recording.as_os_str().to_owned();
-    name.push(".reclaim");
-    PathBuf::from(name)
-}
+pub use migratory_wire::fleet::reclaim_path;
 
 /// The hash the server keeps of `token`.
 pub fn token_hash(token: &ReconnectToken) -> TokenHash {

@@ -166,6 +166,7 @@ pub struct ServerHandle {
     terrain: TerrainDescriptor,
     metrics: Arc<Metrics>,
     stop: Arc<Notify>,
+    fence: Arc<Fence>,
     task: tokio::task::JoinHandle<Result<ShutdownReport, ServerError>>,
 }
 
@@ -198,7 +199,7 @@ impl ServerHandle {
 
     /// A handle that can start the shutdown while `wait` holds the server.
     pub fn stopper(&self) -> Stopper {
-        Stopper(self.stop.clone())
+        Stopper(self.stop.clone(), self.fence.clone())
     }
 
     /// Shuts down and waits until everything has stopped.
@@ -215,10 +216,17 @@ impl ServerHandle {
 
 /// Starts a server's shutdown from anywhere.
 #[derive(Clone, Debug)]
-pub struct Stopper(Arc<Notify>);
+pub struct Stopper(Arc<Notify>, Arc<Fence>);
 
 impl Stopper {
     pub fn stop(&self) {
+        self.0.notify_one();
+    }
+
+    /// Stops for a move: as `stop`, but clients are closed with REJOIN, which sends
+    /// them back through the fleet to the world's next server.
+    pub fn stop_moving(&self) {
+        self.1.set_moving();
         self.0.notify_one();
     }
 }
@@ -391,7 +399,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         http,
         debug: options.debug,
         epoch,
-        fence,
+        fence: fence.clone(),
         ship,
     };
     let task = tokio::spawn(running.until_stopped());
@@ -401,6 +409,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         terrain: descriptor,
         metrics,
         stop,
+        fence,
         task,
     })
 }

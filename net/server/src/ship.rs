@@ -1,7 +1,8 @@
 //! Shipping the session recording to the fleet's store as it is written, for a fleet whose
 //! store is shared between machines: every `interval`, the bytes the recorder has flushed
 //! since the last shipment go to the fleet (`migratory_wire::fleet::segment_url`, this
-//! server's token as Bearer). A machine that dies loses at most what was not shipped yet.
+//! server's token as Bearer), and the reclaim file whole when it changed (`reclaim_url`).
+//! A machine that dies loses at most what was not shipped yet.
 //!
 //! The fleet stores an append only while the world's epoch is still this server's. A 409
 //! (another node took the world over), a token the fleet no longer knows (401, 403), an
@@ -16,7 +17,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use migratory_wire::fleet::segment_url;
+use migratory_wire::fleet::{reclaim_path, reclaim_url, segment_url};
 use migratory_wire::http;
 use tokio::sync::Notify;
 
@@ -57,9 +58,21 @@ impl std::fmt::Debug for ShipTarget {
 pub struct Fence {
     reason: Mutex<Option<String>>,
     pub(crate) notify: Notify,
+    /// The fleet is moving the world to another server: the shutdown closes clients
+    /// with REJOIN too, so they follow it.
+    moving: std::sync::atomic::AtomicBool,
 }
 
 impl Fence {
+    /// Marks the coming shutdown as a move.
+    pub fn set_moving(&self) {
+        self.moving.store(true, Relaxed);
+    }
+
+    pub fn is_moving(&self) -> bool {
+        self.moving.load(Relaxed)
+    }
+
     pub fn reason(&self) -> Option<String> {
         self.reason.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -74,7 +87,8 @@ impl Fence {
     }
 }
 
-/// Ships `path` until the task is aborted or the server is fenced.
+/// Ships `path` (and the reclaim file beside it, whenever it changed) until the task is
+/// aborted or the server is fenced.
 pub(crate) fn spawn(
     target: ShipTarget,
     path: PathBuf,
@@ -83,6 +97,7 @@ pub(crate) fn spawn(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut shipped: u64 = 0;
+        let mut reclaim_shipped: Option<Vec<u8>> = None;
         let mut last_taken = std::time::Instant::now();
         let mut every = tokio::time::interval(target.interval);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -90,7 +105,11 @@ pub(crate) fn spawn(
             every.tick().await;
             let read = {
                 let path = path.clone();
-                tokio::task::spawn_blocking(move || read_from(&path, shipped)).await
+                tokio::task::spawn_blocking(move || {
+                    let reclaim = std::fs::read(reclaim_path(&path)).ok();
+                    (read_from(&path, shipped), reclaim)
+                })
+                .await
             };
             if let Some(limit) = target.deadline.filter(|d| last_taken.elapsed() > *d) {
                 let reason = format!(
@@ -101,61 +120,93 @@ pub(crate) fn spawn(
                 fence.set(reason);
                 return;
             }
-            let bytes = match read {
-                Ok(Ok(b)) if b.is_empty() => continue,
-                Ok(Ok(b)) => b,
-                Ok(Err(e)) => {
+            let Ok((recording, reclaim)) = read else { continue };
+            // The reclaim file first: a player's token is then stored before the ticks
+            // that follow its WELCOME.
+            if let Some(r) = reclaim.filter(|r| reclaim_shipped.as_ref() != Some(r)) {
+                let url = reclaim_url(&target.fleet_url, &target.world_id);
+                match post(&target, url, r.clone(), last_taken).await {
+                    Shipped::Taken => reclaim_shipped = Some(r),
+                    Shipped::Refused(reason) => {
+                        tracing::error!(%reason, "fenced: another server owns this world now; stopping");
+                        fence.set(reason);
+                        return;
+                    }
+                    Shipped::Failed => {
+                        metrics.recording_ship_failures_total.fetch_add(1, Relaxed);
+                    }
+                }
+            }
+            let bytes = match recording {
+                Ok(b) if b.is_empty() => continue,
+                Ok(b) => b,
+                Err(e) => {
                     tracing::warn!(path = %path.display(), error = %e, "reading the recording to ship failed");
                     continue;
                 }
-                Err(_) => continue,
             };
             let n = bytes.len() as u64;
-            let sent = http::Request::new(
-                http::Method::POST,
-                segment_url(&target.fleet_url, &target.world_id, shipped),
-            )
-            .bearer(target.token.clone())
-            .octet_body(bytes)
-            // A node that does not answer before the deadline cannot vouch for us: the
-            // wait ends when the deadline does, and the check above fences at once.
-            .timeout(
-                target
-                    .deadline
-                    .map_or(SHIP_TIMEOUT, |d| d.saturating_sub(last_taken.elapsed()))
-                    .clamp(Duration::from_millis(1), SHIP_TIMEOUT),
-            )
-            .send()
-            .await;
-            match sent {
-                Ok(r) if r.is_success() => {
+            let url = segment_url(&target.fleet_url, &target.world_id, shipped);
+            match post(&target, url, bytes, last_taken).await {
+                Shipped::Taken => {
                     shipped += n;
                     last_taken = std::time::Instant::now();
                     metrics.recording_shipped_bytes.store(shipped, Relaxed);
                 }
-                Ok(r) if matches!(r.status, 401 | 403 | 409 | 422) => {
-                    let reason = format!(
-                        "the fleet refused the recording's bytes from offset {shipped} ({}: {})",
-                        r.status,
-                        r.text().trim()
-                    );
+                Shipped::Refused(reason) => {
+                    let reason =
+                        format!("the fleet refused the recording's bytes from offset {shipped} ({reason})");
                     tracing::error!(%reason, "fenced: another server owns this world now; stopping");
                     fence.set(reason);
                     return;
                 }
-                // Anything else (the fleet restarting, a timeout) is tried again: the
-                // bytes stay in the file.
-                Ok(r) => {
+                Shipped::Failed => {
                     metrics.recording_ship_failures_total.fetch_add(1, Relaxed);
-                    tracing::warn!(status = r.status, body = %r.text().trim(), "shipping the recording failed");
-                }
-                Err(e) => {
-                    metrics.recording_ship_failures_total.fetch_add(1, Relaxed);
-                    tracing::warn!(error = %e, "shipping the recording failed");
                 }
             }
         }
     })
+}
+
+/// How one shipment went.
+enum Shipped {
+    Taken,
+    /// 401, 403, 409 or 422: this server may not write the world any more.
+    Refused(String),
+    /// Anything else (the fleet restarting, a timeout): tried again next time, the bytes
+    /// stay in the file.
+    Failed,
+}
+
+/// POSTs `bytes` to `url` with the server's token; the wait ends with the deadline.
+async fn post(target: &ShipTarget, url: String, bytes: Vec<u8>, last_taken: std::time::Instant) -> Shipped {
+    let sent = http::Request::new(http::Method::POST, url)
+        .bearer(target.token.clone())
+        .octet_body(bytes)
+        // A node that does not answer before the deadline cannot vouch for us: the
+        // wait ends when the deadline does, and the loop fences at once.
+        .timeout(
+            target
+                .deadline
+                .map_or(SHIP_TIMEOUT, |d| d.saturating_sub(last_taken.elapsed()))
+                .clamp(Duration::from_millis(1), SHIP_TIMEOUT),
+        )
+        .send()
+        .await;
+    match sent {
+        Ok(r) if r.is_success() => Shipped::Taken,
+        Ok(r) if matches!(r.status, 401 | 403 | 409 | 422) => {
+            Shipped::Refused(format!("{}: {}", r.status, r.text().trim()))
+        }
+        Ok(r) => {
+            tracing::warn!(status = r.status, body = %r.text().trim(), "shipping to the fleet failed");
+            Shipped::Failed
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "shipping to the fleet failed");
+            Shipped::Failed
+        }
+    }
 }
 
 /// The file's bytes from `offset`, at most `SHIPMENT_BYTES_MAX`.

@@ -88,6 +88,28 @@ pub fn segment_url(fleet_url: &str, world_id: &str, offset: u64) -> String {
     )
 }
 
+/// Where a world server ships its reclaim file (its players' reconnect token hashes):
+/// `POST` the whole file whenever it changed, as for `segment_url`: 204 stored, 409
+/// fenced.
+pub fn reclaim_url(fleet_url: &str, world_id: &str) -> String {
+    format!(
+        "{}{CONTENT_PATH_PREFIX}{world_id}/reclaim",
+        fleet_url.trim_end_matches('/')
+    )
+}
+
+/// The reclaim file beside a recording: the server writes it, a fleet ships it with the
+/// segment and writes it back beside the segment wherever the world resumes.
+pub fn reclaim_path(recording: &std::path::Path) -> PathBuf {
+    let mut name = recording.as_os_str().to_owned();
+    name.push(".reclaim");
+    PathBuf::from(name)
+}
+
+/// Most bytes a reclaim file may have (the fleet refuses more): 36 bytes a player, far
+/// above any world's slots.
+pub const RECLAIM_BYTES_MAX: usize = 1 << 20;
+
 /// The content URL for a world.
 pub fn content_url(fleet_url: &str, world_id: &str) -> String {
     format!(

@@ -53,6 +53,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "nodes epochs and shipped segments",
         include_str!("../../migrations/0002_nodes_epochs_and_shipped_segments.sql"),
     ),
+    (
+        3,
+        "reclaim and moves",
+        include_str!("../../migrations/0003_reclaim_and_moves.sql"),
+    ),
 ];
 
 /// `MIGRATIONS` as a source sqlx's migrator reads.
@@ -344,6 +349,56 @@ impl Store {
 }
 
 impl Store {
+    /// Hands the world from `holder` to node `to` (a move): `to` owns it at the next
+    /// epoch with no server yet, and starts one when it sees it (`Store::handed_to`).
+    /// False when the world is no longer `holder`'s.
+    pub async fn hand_over(&self, id: &str, holder: &Holder, to: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE worlds SET server_pid = NULL, ws_url = NULL, owner_node = $1, epoch = epoch + 1 \
+             WHERE id = $2 AND owner_node = $3 AND epoch = $4 AND created_unix_ms = $5",
+        )
+        .bind(to)
+        .bind(id)
+        .bind(&holder.node)
+        .bind(holder.epoch)
+        .bind(holder.created_unix_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(q("hand world over"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Forgets the world's server while `holder` keeps the world (a move is stopping it):
+    /// joins elsewhere wait instead of answering its URL. False when it is not `holder`'s.
+    pub async fn clear_server(&self, id: &str, holder: &Holder) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE worlds SET server_pid = NULL, ws_url = NULL \
+             WHERE id = $1 AND owner_node = $2 AND epoch = $3 AND created_unix_ms = $4",
+        )
+        .bind(id)
+        .bind(&holder.node)
+        .bind(holder.epoch)
+        .bind(holder.created_unix_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(q("clear server"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// The worlds `node` owns with no server recorded: handed to it by a move (or being
+    /// started by it right now).
+    pub async fn handed_to(&self, node: &str) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query("SELECT id FROM worlds WHERE owner_node = $1 AND ws_url IS NULL ORDER BY id")
+            .bind(node)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(q("worlds handed over"))?;
+        rows.iter()
+            .map(|r| r.try_get(0))
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(q("decode world id"))
+    }
+
     /// Clears the server of a world from a store made before worlds had owners.
     pub async fn release_legacy(&self, id: &str) -> Result<(), StoreError> {
         sqlx::query(

@@ -15,6 +15,10 @@ pub struct NodeRow {
     pub started_unix_ms: i64,
     /// Whether its lease is live now, on the store's clock.
     pub live: bool,
+    /// Draining: it takes no world (moves and fresh starts go elsewhere).
+    pub draining: bool,
+    /// Worlds it owns.
+    pub worlds: i64,
 }
 
 /// What registering a node found.
@@ -43,7 +47,7 @@ impl Store {
              VALUES ($1, $2, $3, {now} + $4, {now}) \
              ON CONFLICT (id) DO UPDATE SET advertise_host = excluded.advertise_host, \
              incarnation = excluded.incarnation, lease_expires_unix_ms = excluded.lease_expires_unix_ms, \
-             started_unix_ms = excluded.started_unix_ms \
+             started_unix_ms = excluded.started_unix_ms, draining = 0 \
              WHERE nodes.lease_expires_unix_ms <= {now} OR nodes.incarnation = excluded.incarnation"
         );
         let done = sqlx::query(&sql)
@@ -106,7 +110,8 @@ impl Store {
     pub async fn nodes(&self) -> Result<Vec<NodeRow>, StoreError> {
         let sql = format!(
             "SELECT id, advertise_host, lease_expires_unix_ms, started_unix_ms, \
-             CAST(CASE WHEN lease_expires_unix_ms > {} THEN 1 ELSE 0 END AS BIGINT) FROM nodes ORDER BY id",
+             CAST(CASE WHEN lease_expires_unix_ms > {} THEN 1 ELSE 0 END AS BIGINT), draining, \
+             (SELECT COUNT(*) FROM worlds WHERE worlds.owner_node = nodes.id) FROM nodes ORDER BY id",
             self.now_sql()
         );
         let rows = sqlx::query(&sql)
@@ -121,10 +126,23 @@ impl Store {
                     lease_expires_unix_ms: r.try_get(2)?,
                     started_unix_ms: r.try_get(3)?,
                     live: r.try_get::<i64, _>(4)? == 1,
+                    draining: r.try_get::<i64, _>(5)? != 0,
+                    worlds: r.try_get(6)?,
                 })
             })
             .collect::<Result<_, sqlx::Error>>()
             .map_err(q("decode node"))
+    }
+
+    /// Marks `id` draining (or not): it takes no world while it is.
+    pub async fn set_draining(&self, id: &str, draining: bool) -> Result<(), StoreError> {
+        sqlx::query("UPDATE nodes SET draining = $1 WHERE id = $2")
+            .bind(i64::from(draining))
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(q("set draining"))?;
+        Ok(())
     }
 
     /// Whether `id`'s lease is live now.

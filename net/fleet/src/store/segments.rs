@@ -37,6 +37,45 @@ impl Ended {
     }
 }
 
+/// Inside `tx`: whether `holder` may no longer write segment `seq` (the world's epoch,
+/// owner or creation moved on, or the segment is closed): `Some(the epoch now)` then. The
+/// world's row stays locked until `tx` ends, so writes are ordered against takeovers.
+async fn fenced(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    world_id: &str,
+    seq: i64,
+    holder: &Holder,
+) -> Result<Option<i64>, StoreError> {
+    let held = sqlx::query(
+        "UPDATE worlds SET epoch = epoch WHERE id = $1 AND owner_node = $2 AND epoch = $3 AND created_unix_ms = $4",
+    )
+    .bind(world_id)
+    .bind(&holder.node)
+    .bind(holder.epoch)
+    .bind(holder.created_unix_ms)
+    .execute(&mut **tx)
+    .await
+    .map_err(q("fence check"))?;
+    let closed = sqlx::query("SELECT ended FROM segments WHERE world_id = $1 AND seq = $2")
+        .bind(world_id)
+        .bind(seq)
+        .fetch_optional(&mut **tx)
+        .await
+        .and_then(|r| r.map(|r| r.try_get::<String, _>(0)).transpose())
+        .map_err(q("segment state"))?
+        .is_some_and(|e| Ended::parse(&e) != Ended::Running);
+    if held.rows_affected() == 1 && !closed {
+        return Ok(None);
+    }
+    let now: Option<i64> = sqlx::query("SELECT epoch FROM worlds WHERE id = $1")
+        .bind(world_id)
+        .fetch_optional(&mut **tx)
+        .await
+        .and_then(|r| r.map(|r| r.try_get(0)).transpose())
+        .map_err(q("read epoch"))?;
+    Ok(Some(now.unwrap_or(-1)))
+}
+
 /// One recording segment of a world.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct SegmentRow {
@@ -175,34 +214,8 @@ impl Store {
         bytes: &[u8],
     ) -> Result<Append, StoreError> {
         let mut tx = self.pool.begin().await.map_err(q("begin"))?;
-        let held = sqlx::query(
-            "UPDATE worlds SET epoch = epoch WHERE id = $1 AND owner_node = $2 AND epoch = $3 AND created_unix_ms = $4",
-        )
-        .bind(world_id)
-        .bind(&holder.node)
-        .bind(holder.epoch)
-        .bind(holder.created_unix_ms)
-        .execute(&mut *tx)
-        .await
-        .map_err(q("fence check"))?;
-        let closed = sqlx::query("SELECT ended FROM segments WHERE world_id = $1 AND seq = $2")
-            .bind(world_id)
-            .bind(seq)
-            .fetch_optional(&mut *tx)
-            .await
-            .and_then(|r| r.map(|r| r.try_get::<String, _>(0)).transpose())
-            .map_err(q("segment state"))?
-            .is_some_and(|e| Ended::parse(&e) != Ended::Running);
-        if held.rows_affected() != 1 || closed {
-            let now: Option<i64> = sqlx::query("SELECT epoch FROM worlds WHERE id = $1")
-                .bind(world_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .and_then(|r| r.map(|r| r.try_get(0)).transpose())
-                .map_err(q("read epoch"))?;
-            return Ok(Append::Fenced {
-                epoch_now: now.unwrap_or(-1),
-            });
+        if let Some(epoch_now) = fenced(&mut tx, world_id, seq, holder).await? {
+            return Ok(Append::Fenced { epoch_now });
         }
         let stored = stored_bytes(&mut tx, world_id, seq).await?;
         if offset > stored {
@@ -223,6 +236,42 @@ impl Store {
         .map_err(q("append chunk"))?;
         tx.commit().await.map_err(q("commit"))?;
         Ok(Append::Stored)
+    }
+
+    /// Stores the segment's reclaim file, under the same fence as its chunks: `Ok(None)`
+    /// stored, `Ok(Some(epoch_now))` refused.
+    pub async fn set_reclaim(
+        &self,
+        world_id: &str,
+        seq: i64,
+        holder: &Holder,
+        bytes: &[u8],
+    ) -> Result<Option<i64>, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(q("begin"))?;
+        if let Some(epoch_now) = fenced(&mut tx, world_id, seq, holder).await? {
+            return Ok(Some(epoch_now));
+        }
+        sqlx::query("UPDATE segments SET reclaim = $1 WHERE world_id = $2 AND seq = $3")
+            .bind(bytes.to_vec())
+            .bind(world_id)
+            .bind(seq)
+            .execute(&mut *tx)
+            .await
+            .map_err(q("store reclaim"))?;
+        tx.commit().await.map_err(q("commit"))?;
+        Ok(None)
+    }
+
+    /// The segment's stored reclaim file, if its server shipped one.
+    pub async fn segment_reclaim(&self, world_id: &str, seq: i64) -> Result<Option<Vec<u8>>, StoreError> {
+        sqlx::query("SELECT reclaim FROM segments WHERE world_id = $1 AND seq = $2")
+            .bind(world_id)
+            .bind(seq)
+            .fetch_optional(&self.pool)
+            .await
+            .and_then(|r| r.map(|r| r.try_get::<Option<Vec<u8>>, _>(0)).transpose())
+            .map(Option::flatten)
+            .map_err(q("read reclaim"))
     }
 
     /// How many bytes of the segment are stored, from offset 0 without a gap.

@@ -1,0 +1,193 @@
+//! Moving a live world to another node, and draining a node of its worlds.
+//!
+//! A move, on the node that runs the world: pick the target (named, or the live node that
+//! is not draining and owns the fewest worlds), stop the server with SIGUSR1 (it ends its
+//! segment at a tick boundary with a final checkpoint, keeps its players' reconnect
+//! tokens in the reclaim file, and closes its clients with 4001 REJOIN), ship what is left
+//! of the segment and the reclaim file, close the segment, and hand the world to the
+//! target in the store (`Store::hand_over`: the target owns it at the next epoch, with no
+//! server yet). The target's watcher (`spawn_adopter`) sees the world and starts it as a
+//! join would: from the store's copy of the segment, checked against its root, with the
+//! reclaim file beside it. Clients that were closed with 4001 join again through the
+//! fleet: a join on any node waits while the target starts, then answers its URL, and
+//! each client reclaims its avatar with its token. The target's first tick follows the
+//! source's last: no tick is lost, and the chain of segments verifies.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::FleetError;
+use crate::fleet::Fleet;
+
+/// How often a node looks for worlds handed to it.
+pub(crate) const ADOPT_POLL: Duration = Duration::from_millis(50);
+
+/// What a move did.
+#[derive(Clone, Debug, serde::Serialize)]
+pub(crate) struct MoveReport {
+    pub world: String,
+    pub from: String,
+    pub to: String,
+    /// The source's last tick (the target resumes from it).
+    pub last_tick: Option<i64>,
+    /// From the stop signal to the world being the target's in the store.
+    pub handed_over_ms: u64,
+}
+
+impl Fleet {
+    /// Moves world `id`, which this node runs, to node `to` (or the fleet's choice).
+    pub(crate) async fn move_world(&self, id: &str, to: Option<&str>) -> Result<MoveReport, FleetError> {
+        let conflict = |reason: String| FleetError::Conflict {
+            world: id.to_string(),
+            reason,
+        };
+        let target = self.pick_target(id, to).await?;
+        let slot = self.slot(id);
+        let mut slot = slot.lock().await;
+        let Some(running) = slot.running.take() else {
+            return Err(conflict(format!(
+                "has no server on node `{}`: a stopped world starts wherever it is joined",
+                self.node.id
+            )));
+        };
+        let t0 = Instant::now();
+        let holder = running.holder.clone();
+        let seq = running.segment_seq;
+        // Joins on other nodes wait from now on instead of answering a server that stops.
+        self.store.clear_server(id, &holder).await?;
+        running.child.signal(libc::SIGUSR1);
+        if tokio::time::timeout(self.options.stop_timeout, running.child.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(world = %id, pid = running.child.pid, "world server did not stop for its move in time; killing it");
+            running.child.signal(libc::SIGKILL);
+        }
+        let info = running.child.wait().await;
+        self.drop_token(running.generation);
+        self.close_finished(id, &running, info).await?;
+        if !self.store.hand_over(id, &holder, &target).await? {
+            return Err(conflict("moved on to another node during the move".into()));
+        }
+        let last_tick = match seq {
+            Some(seq) => self
+                .store
+                .segments(id)
+                .await?
+                .into_iter()
+                .find(|s| s.seq == seq)
+                .and_then(|s| s.last_tick),
+            None => None,
+        };
+        let handed_over_ms = t0.elapsed().as_millis() as u64;
+        self.metrics.moves.inc();
+        tracing::info!(world = %id, to = %target, last_tick, handed_over_ms, "world handed over");
+        Ok(MoveReport {
+            world: id.to_string(),
+            from: self.node.id.clone(),
+            to: target,
+            last_tick,
+            handed_over_ms,
+        })
+    }
+
+    /// The node a move goes to: `to` when it is live, not draining and not this one;
+    /// otherwise the live, non-draining node with the fewest worlds.
+    async fn pick_target(&self, id: &str, to: Option<&str>) -> Result<String, FleetError> {
+        let nodes = self.store.nodes().await?;
+        let fit = |n: &&crate::store::NodeRow| n.live && !n.draining && n.id != self.node.id;
+        let unavailable = |reason: String| FleetError::Unavailable {
+            world: id.to_string(),
+            reason,
+            log_tail: Vec::new(),
+        };
+        match to {
+            Some(to) => nodes
+                .iter()
+                .filter(fit)
+                .find(|n| n.id == to)
+                .map(|n| n.id.clone())
+                .ok_or_else(|| {
+                    unavailable(format!(
+                        "node `{to}` cannot take it: not a live, non-draining node other than this one"
+                    ))
+                }),
+            None => nodes
+                .iter()
+                .filter(fit)
+                .min_by_key(|n| (n.worlds, n.id.clone()))
+                .map(|n| n.id.clone())
+                .ok_or_else(|| unavailable("no other live, non-draining node to move it to".into())),
+        }
+    }
+
+    /// Drains this node: marks it draining in the store (no world is started or moved
+    /// here from now on) and moves every world it runs to the fleet's choice of node.
+    pub(crate) async fn drain(&self) -> Result<Vec<Result<MoveReport, String>>, FleetError> {
+        self.node
+            .draining
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.store.set_draining(&self.node.id, true).await?;
+        let running: Vec<String> = {
+            let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            slots.keys().cloned().collect()
+        };
+        let mut out = Vec::new();
+        for id in running {
+            let has_server = self.slot(&id).lock().await.running.is_some();
+            if has_server {
+                out.push(self.move_world(&id, None).await.map_err(|e| format!("{id}: {e}")));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Starts, on this node, every world a move handed to it: polls the store every
+/// `ADOPT_POLL` and joins each such world (which claims and starts it here).
+pub(crate) fn spawn_adopter(
+    fleet: Arc<Fleet>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        // Worlds being started here by this task, so a slow start is not joined again
+        // on every poll.
+        let in_flight: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>> = Arc::default();
+        let mut every = tokio::time::interval(ADOPT_POLL);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = every.tick() => {}
+                _ = shutdown.changed() => return,
+            }
+            let ids = match fleet.store.handed_to(&fleet.node.id).await {
+                Ok(ids) => ids,
+                Err(e) => {
+                    tracing::debug!(error = %e, "looking for worlds handed to this node failed");
+                    continue;
+                }
+            };
+            for id in ids {
+                if !in_flight
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(id.clone())
+                {
+                    continue;
+                }
+                let (fleet, in_flight) = (fleet.clone(), in_flight.clone());
+                tokio::spawn(async move {
+                    match fleet.join(&id).await {
+                        Ok(a) => {
+                            tracing::info!(world = %id, ws_url = %a.ws_url, ready_ms = a.ready_ms, "world adopted after a move")
+                        }
+                        Err(e) => {
+                            tracing::warn!(world = %id, error = %e, "starting a world handed to this node failed")
+                        }
+                    }
+                    in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                });
+            }
+        }
+    })
+}
