@@ -16,7 +16,9 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 
-use migratory_wire::protocol::{self, ServerMessage, PROTOCOL_VERSION};
+use migratory_wire::protocol::{
+    self, close_code, HelloOptions, Reclaim, ReconnectToken, ServerMessage, PROTOCOL_VERSION,
+};
 
 use crate::behaviour::{BotMix, Brain, Role};
 
@@ -43,6 +45,19 @@ pub struct BotOptions {
     /// dropped would; it names the terrain it already has in HELLO, so no terrain is sent
     /// again (None: one session for the whole run).
     pub session: Option<Duration>,
+    /// Join through a fleet: each connection asks the fleet for the world's server first,
+    /// so a bot follows its world when the fleet moves it (`url` is then unused).
+    pub fleet: Option<FleetTarget>,
+}
+
+/// A world in a fleet, and the token its joins go with.
+#[derive(Clone, Debug)]
+pub struct FleetTarget {
+    /// `http://HOST:PORT` of any fleet node.
+    pub url: String,
+    pub world: String,
+    /// The player (or admin) token, when the fleet wants one.
+    pub token: Option<String>,
 }
 
 impl Default for BotOptions {
@@ -59,6 +74,7 @@ impl Default for BotOptions {
             mix: BotMix::default(),
             stall_percent: 0,
             session: None,
+            fleet: None,
         }
     }
 }
@@ -98,6 +114,12 @@ pub(crate) struct BotStats {
     /// Sessions after the first, and the terrain bytes they were sent (0 with the cache).
     reconnects: u64,
     reconnect_terrain_bytes: u64,
+    /// Connections lost (or closed with REJOIN: a move) after which the bot took its
+    /// avatar back with its reconnect token; and those the server refused.
+    reclaims: u64,
+    reclaims_refused: u64,
+    /// From the last snapshot before each reclaim to the first after it, in ms.
+    pauses_ms: Vec<u64>,
 }
 
 /// The whole run's figures (printed as one JSON object by `migratory-bots`).
@@ -133,6 +155,15 @@ pub struct BotReport {
     /// 0 when the server honoured the cached terrain named in HELLO.
     pub reconnects: u64,
     pub reconnect_terrain_bytes: u64,
+    /// Avatars taken back with a reconnect token after a lost connection or a move, and
+    /// reclaims the server refused (the bot then joined as a new avatar).
+    pub reclaims: u64,
+    pub reclaims_refused: u64,
+    /// The world's pause as the bots saw it across their reclaims: from the last
+    /// snapshot before to the first after, in ms.
+    pub pause_p50_ms: f64,
+    pub pause_p99_ms: f64,
+    pub pause_max_ms: f64,
     pub seconds: f64,
 }
 
@@ -183,7 +214,11 @@ pub(crate) fn summarise(clients: u32, stats: &[BotStats], seconds: f64) -> BotRe
     let mut rates = Vec::new();
     let mut snap_rates = Vec::new();
     let mut rtts = Vec::new();
+    let mut pauses = Vec::new();
     for s in stats {
+        r.reclaims += s.reclaims;
+        r.reclaims_refused += s.reclaims_refused;
+        pauses.extend_from_slice(&s.pauses_ms);
         r.connect_failures += s.connect_failed as u32;
         r.joined += s.joined as u32;
         r.stalled += s.stalled as u32;
@@ -216,6 +251,11 @@ pub(crate) fn summarise(clients: u32, stats: &[BotStats], seconds: f64) -> BotRe
         r.bytes_per_s_per_client_p95 = rates[((rates.len() - 1) as f64 * 0.95).round() as usize];
         r.bytes_per_s_per_client_max = rates[rates.len() - 1];
         r.snapshots_per_s_per_client_mean = snap_rates.iter().sum::<f64>() / snap_rates.len() as f64;
+    }
+    pauses.sort_unstable();
+    if !pauses.is_empty() {
+        let q = |p: f64| pauses[((pauses.len() - 1) as f64 * p).round() as usize] as f64;
+        (r.pause_p50_ms, r.pause_p99_ms, r.pause_max_ms) = (q(0.5), q(0.99), q(1.0));
     }
     r.rtt_samples = rtts.len() as u64;
     if !rtts.is_empty() {
@@ -257,19 +297,39 @@ async fn bot(
         stats,
         cached_terrain: None,
         first_session: true,
+        token: None,
+        kept: None,
     };
+    let mut reclaiming = false;
     loop {
         let session_end = match options.session {
             Some(d) if !bot.stats.stalled => (Instant::now() + d).min(end),
             _ => end,
         };
-        let Some(ws) = bot.open().await else {
+        let Some(ws) = bot.open(reclaiming).await else {
             bot.stats.connect_failed = true;
             break;
         };
-        let ended_by_session = bot.play(ws, session_end).await && session_end < end;
-        if !ended_by_session {
-            break;
+        let ended = bot.play(ws, session_end, reclaiming).await;
+        reclaiming = false;
+        match ended {
+            SessionEnd::Timeout if session_end < end => {
+                // A new session: a new avatar.
+                bot.token = None;
+                bot.kept = None;
+            }
+            // Lost, or sent back through the fleet (a move): take the avatar back.
+            SessionEnd::Lost | SessionEnd::Closed(close_code::REJOIN)
+                if bot.token.is_some() && Instant::now() < end =>
+            {
+                reclaiming = true;
+            }
+            SessionEnd::Closed(close_code::RECLAIM_REFUSED) if Instant::now() < end => {
+                bot.stats.reclaims_refused += 1;
+                bot.token = None;
+                bot.kept = None;
+            }
+            _ => break,
         }
         bot.first_session = false;
     }
@@ -290,11 +350,30 @@ struct Bot<'a> {
     /// The terrain of the first WELCOME: named in the HELLO of every later session.
     cached_terrain: Option<[u8; 32]>,
     first_session: bool,
+    /// The reconnect token of the avatar, from the newest WELCOME.
+    token: Option<ReconnectToken>,
+    /// What a lost session leaves for the reclaim: its decoder (so snapshots go on as
+    /// deltas) and when its last snapshot came.
+    kept: Option<(ClientDecoder, Option<Instant>)>,
+}
+
+/// How a session ended.
+enum SessionEnd {
+    /// Its time was up.
+    Timeout,
+    /// The server closed it with this code.
+    Closed(u16),
+    /// The connection ended without a close frame.
+    Lost,
 }
 
 /// One session's state: what WELCOME said, the decoder, where the avatar is.
 struct Session {
     joined_at: Option<Instant>,
+    /// When the last snapshot came (for the pause a reclaim measures).
+    last_snapshot_at: Option<Instant>,
+    /// Set on a reclaim: the previous session's last snapshot, until the first one here.
+    paused_since: Option<Instant>,
     interval_ticks: u32,
     last_tick: Option<u32>,
     decoder: ClientDecoder,
@@ -310,75 +389,109 @@ enum Flow {
 }
 
 impl Bot<'_> {
-    /// Connects and sends HELLO (unless the bots only hold connections).
-    async fn open(&mut self) -> Option<Ws> {
-        let connect = connect(&self.options.url, self.stats.stalled);
+    /// Connects (asking the fleet where, when there is one) and sends HELLO (unless the
+    /// bots only hold connections): a reclaim with the bot's token when `reclaiming`.
+    async fn open(&mut self, reclaiming: bool) -> Option<Ws> {
+        let url = match &self.options.fleet {
+            Some(f) => fleet_join(f).await?,
+            None => self.options.url.clone(),
+        };
+        let connect = connect(&url, self.stats.stalled);
         let Ok(Ok(mut ws)) = tokio::time::timeout(Duration::from_secs(10), connect).await else {
             return None;
         };
         let name = format!("bot{}", self.index);
-        let hello = protocol::encode_hello(PROTOCOL_VERSION, &name, self.cached_terrain.as_ref());
+        let hello = protocol::encode_hello_with(
+            PROTOCOL_VERSION,
+            &name,
+            &HelloOptions {
+                cached_terrain: self.cached_terrain,
+                want_token: true,
+                reclaim: self.token.filter(|_| reclaiming).map(|token| Reclaim {
+                    token,
+                    keeps_baselines: self.kept.is_some(),
+                }),
+                ..HelloOptions::default()
+            },
+        );
         if self.options.hello && ws.send(Message::Binary(hello.into())).await.is_err() {
             return None;
         }
-        if !self.first_session {
+        if reclaiming {
+            self.stats.reclaims += 1;
+        } else if !self.first_session {
             self.stats.reconnects += 1;
         }
         Some(ws)
     }
 
-    /// Plays one session until `session_end` (then true) or the connection ends (false).
-    async fn play(&mut self, mut ws: Ws, session_end: Instant) -> bool {
+    /// Plays one session until `session_end` or the connection ends; a reclaiming session
+    /// goes on with the kept decoder.
+    async fn play(&mut self, mut ws: Ws, session_end: Instant, reclaiming: bool) -> SessionEnd {
         let mut ping = tokio::time::interval(self.options.ping_interval);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let (decoder, paused_since) = match self.kept.take().filter(|_| reclaiming) {
+            Some((d, at)) => (d, at),
+            None => (ClientDecoder::new(), None),
+        };
         let mut session = Session {
             joined_at: None,
+            last_snapshot_at: None,
+            paused_since,
             interval_ticks: 1,
             last_tick: None,
-            decoder: ClientDecoder::new(),
+            decoder,
             brain: None,
             avatar_id: u32::MAX,
             position: (0, 0),
         };
-        let timed_out = loop {
+        let ended = loop {
             tokio::select! {
-                _ = tokio::time::sleep_until(session_end) => break true,
+                _ = tokio::time::sleep_until(session_end) => break SessionEnd::Timeout,
                 // A stalled bot stops reading once it has joined and taken the terrain.
                 msg = ws.next(), if !(self.stats.stalled && session.last_tick.is_some()) => {
                     let data = match msg {
                         Some(Ok(Message::Binary(b))) => b,
                         Some(Ok(Message::Close(f))) => {
-                            self.stats.close_code = Some(f.map_or(1005, |f| u16::from(f.code)));
-                            break false;
+                            let code = f.map_or(1005, |f| u16::from(f.code));
+                            self.stats.close_code = Some(code);
+                            break SessionEnd::Closed(code);
                         }
                         Some(Ok(_)) => continue,
-                        Some(Err(_)) | None => break false,
+                        Some(Err(_)) | None => break SessionEnd::Lost,
                     };
                     if let Flow::Stop = self.on_message(&mut ws, &mut session, &data).await {
-                        break false;
+                        break SessionEnd::Lost;
                     }
                 }
                 _ = ping.tick(), if session.joined_at.is_some() && !self.stats.stalled => {
                     let nonce = self.start.elapsed().as_micros() as u64;
                     if ws.send(Message::Binary(protocol::encode_ping(nonce).into())).await.is_err() {
-                        break false;
+                        break SessionEnd::Lost;
                     }
                 }
             }
         };
+        if matches!(ended, SessionEnd::Lost | SessionEnd::Closed(close_code::REJOIN)) {
+            // Kept for a reclaim: the decoder still holds the views the server may send
+            // deltas against, and the pause runs from the last snapshot.
+            let since = session.last_snapshot_at.or(session.paused_since);
+            self.kept = Some((std::mem::take(&mut session.decoder), since));
+        }
         if let Some(t) = session.joined_at {
             self.stats.joined_seconds += t.elapsed().as_secs_f64();
         }
         if !self.stats.stalled {
             let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await;
         }
-        timed_out
+        ended
     }
 
     async fn on_message(&mut self, ws: &mut Ws, session: &mut Session, data: &[u8]) -> Flow {
         match protocol::decode_server(data) {
             Ok(ServerMessage::Welcome(w)) => {
                 self.cached_terrain = Some(w.terrain.content_hash);
+                self.token = w.reconnect_token;
                 self.stats.joined = true;
                 self.live.joined.store(true, Relaxed);
                 session.joined_at = Some(Instant::now());
@@ -433,6 +546,11 @@ impl Bot<'_> {
             }
         }
         session.last_tick = Some(tick);
+        let now = Instant::now();
+        if let Some(since) = session.paused_since.take() {
+            stats.pauses_ms.push(now.duration_since(since).as_millis() as u64);
+        }
+        session.last_snapshot_at = Some(now);
         match session.decoder.decode(snapshot) {
             Ok((_, view)) => {
                 if let Some(me) = view.iter().find(|e| e.id == session.avatar_id) {
@@ -462,6 +580,25 @@ impl Bot<'_> {
         }
         Flow::Continue
     }
+}
+
+/// Asks the fleet for the world's server (`POST /api/worlds/{id}/join`); None when it
+/// does not answer one within a few tries.
+async fn fleet_join(f: &FleetTarget) -> Option<String> {
+    let url = format!("{}/api/worlds/{}/join", f.url.trim_end_matches('/'), f.world);
+    for _ in 0..20 {
+        let mut req = migratory_wire::http::Request::new(migratory_wire::http::Method::POST, url.clone())
+            .timeout(Duration::from_secs(30));
+        req.bearer = f.token.clone();
+        if let Ok(r) = req.send().await {
+            if r.is_success() {
+                let answer: serde_json::Value = r.json().ok()?;
+                return answer["ws_url"].as_str().map(str::to_string);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
 }
 
 /// Opens the WebSocket. A bot that will stall gets a 4 KiB receive buffer, as a client

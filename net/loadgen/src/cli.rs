@@ -67,6 +67,14 @@ struct Args {
     /// Do not read the server's /metrics at the end.
     #[arg(long, global = true)]
     no_server_metrics: bool,
+    /// Join through this fleet node (`http://HOST:PORT`) instead of `--url`: each
+    /// connection asks the fleet for the world's server, so the bots follow a move. The
+    /// token comes from MIGRATORY_FLEET_PLAYER_TOKEN (or _ADMIN_TOKEN) when set.
+    #[arg(long, global = true, requires = "world")]
+    fleet: Option<String>,
+    /// The fleet world to join (with `--fleet`).
+    #[arg(long, global = true)]
+    world: Option<String>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -143,6 +151,16 @@ fn run() -> anyhow::Result<std::process::ExitCode> {
                 seconds("session-seconds", s)
             })
             .transpose()?,
+        fleet: match (&args.fleet, &args.world) {
+            (Some(url), Some(world)) => Some(bots::FleetTarget {
+                url: url.clone(),
+                world: world.clone(),
+                token: std::env::var("MIGRATORY_FLEET_PLAYER_TOKEN")
+                    .or_else(|_| std::env::var("MIGRATORY_FLEET_ADMIN_TOKEN"))
+                    .ok(),
+            }),
+            _ => None,
+        },
     };
     if args.town_percent + args.field_percent > 100 || args.stall_percent > 100 {
         anyhow::bail!("--town-percent plus --field-percent, and --stall-percent, must be at most 100");

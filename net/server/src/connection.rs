@@ -213,6 +213,9 @@ where
     let client = conn.shared.as_ref().map(|s| s.client);
     match &conn.shared {
         Some(s) => {
+            if matches!(end, End::ClientClosed(_)) {
+                s.closed_by_client.store(true, Relaxed);
+            }
             let _ = conn.ctx.events.send(NetEvent::Gone { shared: s.clone() });
             tracing::info!(
                 client = s.client,

@@ -31,6 +31,9 @@ pub struct ClientShared {
     /// not queued (nor counted as overflows): the terrain timeout alone decides whether a
     /// client too slow to take the terrain is evicted.
     pub terrain_pending: AtomicBool,
+    /// The client ended the connection with its own close frame: it left, so its avatar
+    /// leaves at once instead of waiting out the reconnect grace.
+    pub closed_by_client: AtomicBool,
     close: Mutex<Option<CloseRequest>>,
     /// Set once `close` holds a request: the connection checks it on every wake-up without
     /// taking the lock.
@@ -47,6 +50,7 @@ impl ClientShared {
             queue_depth_hwm: AtomicUsize::new(0),
             sent_since_overflow: AtomicBool::new(false),
             terrain_pending: AtomicBool::new(true),
+            closed_by_client: AtomicBool::new(false),
             close: Mutex::new(None),
             close_set: AtomicBool::new(false),
             close_notify: Notify::new(),

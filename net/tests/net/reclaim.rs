@@ -358,7 +358,7 @@ async fn after_the_grace_the_avatar_leaves_and_the_token_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reclaim_replaces_a_half_open_connection_and_tokens_work_once() {
+async fn a_reclaim_replaces_a_half_open_connection_tokens_work_once_and_a_close_leaves() {
     let server = common::start(common::small_config()).await;
     let url = server.ws_url();
     let mut p = Player::join(&url).await;
@@ -375,7 +375,20 @@ async fn a_reclaim_replaces_a_half_open_connection_and_tokens_work_once() {
     assert!(reclaim_refused(&url, old_token).await, "a used token is refused");
     // The refusal took nothing from the player.
     p.play(Duration::from_millis(200)).await;
-    assert_eq!(server.metrics().clients.load(Relaxed), 1);
+    let m = server.metrics().clone();
+    assert_eq!(m.clients.load(Relaxed), 1);
+    // A client that closes the connection itself has left: no grace, its token dies.
+    let mut ws = p.cut();
+    ws.close(None).await.expect("close");
+    assert!(
+        common::wait_until(Duration::from_secs(3), || m.clients.load(Relaxed) == 0).await,
+        "the player left"
+    );
+    assert_eq!(m.clients_detached.load(Relaxed), 0);
+    assert!(
+        reclaim_refused(&url, p.token).await,
+        "the token of a player who left is refused"
+    );
     server.shutdown().await.expect("clean stop");
 }
 

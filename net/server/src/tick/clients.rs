@@ -208,7 +208,8 @@ impl TickLoop {
         tracing::info!(client, slot, keeps_baselines, "avatar reclaimed");
     }
 
-    /// A connection ended: a joined player with a token is detached, anyone else leaves.
+    /// A connection ended: a joined player with a token whose connection was lost is
+    /// detached; anyone else leaves.
     pub(super) fn on_gone(&mut self, shared: &Arc<ClientShared>) {
         let client = shared.client;
         // A connection replaced by a reclaim is no longer this client's.
@@ -218,6 +219,10 @@ impl TickLoop {
             .is_some_and(|c| Arc::ptr_eq(&c.shared, shared))
         {
             return;
+        }
+        // A client that closed the connection itself has left.
+        if shared.closed_by_client.load(Relaxed) {
+            self.tokens.remove(client);
         }
         self.detach(client);
     }

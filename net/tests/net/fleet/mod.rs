@@ -4,6 +4,7 @@
 
 mod access;
 mod harness;
+mod moves;
 mod nodes;
 mod prometheus;
 mod scenarios;

@@ -1,0 +1,153 @@
+//! Moving live worlds between fleet nodes on one PostgreSQL store, with bots playing that
+//! follow the world by themselves: every bot keeps its avatar (one join each in the whole
+//! chain), the target's first tick follows the source's last, and the chain of segments
+//! verifies at 1 and 2 shards. A drain moves a node's worlds away and the node then takes
+//! none. Prints the pauses the bots saw.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use migratory_bots::bots::{self, BotOptions, FleetTarget};
+use migratory_kernel::Input;
+use migratory_replay::{tools, Recording};
+use migratory_wire::http;
+use serde_json::Value;
+
+use super::harness::{Backend, Env, Fleet, SHARED_ADMIN_TOKEN, SMALL_WORLD};
+use crate::common::runtime;
+
+const NODE_ARGS: &[&str] = &["--lease-seconds", "3", "--poll-interval-seconds", "0.2"];
+
+/// The segment's file, on whichever node wrote it (the largest copy).
+fn seg_file(nodes: &[&Fleet], seg: &Value) -> PathBuf {
+    let rel = seg["recording_path"].as_str().expect("path");
+    nodes
+        .iter()
+        .filter_map(|n| n.data_dir.as_ref().map(|d| d.join(rel)))
+        .filter(|p| p.exists())
+        .max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .unwrap_or_else(|| panic!("no node has {rel}"))
+}
+
+async fn post(node: &Fleet, path: &str, body: &str) -> (u16, Value) {
+    node.call(http::Method::POST, path, Some(body)).await
+}
+
+/// The node that runs `world` now, by its id.
+async fn owner(nodes: &[&Fleet], world: &str) -> String {
+    let (s, j) = nodes[0].join(world).await;
+    assert_eq!(s, 200, "{j}");
+    j["node"].as_str().expect("node").to_string()
+}
+
+fn by_id<'a>(nodes: &[&'a Fleet], ids: &[&str], id: &str) -> &'a Fleet {
+    nodes[ids.iter().position(|n| *n == id).expect("a node id")]
+}
+
+#[test]
+fn moved_and_drained_worlds_keep_every_avatar_and_their_chain_verifies() {
+    let env = Env::new(Backend::Postgres, "moves");
+    let a = env.node("a", NODE_ARGS);
+    let b = env.node("b", NODE_ARGS);
+    let c = env.node("c", NODE_ARGS);
+    let nodes = [&a, &b, &c];
+    let ids = ["a", "b", "c"];
+    const BOTS: u32 = 20;
+    const MOVES: usize = 4;
+    runtime().block_on(async {
+        assert_eq!(a.put("mv", SMALL_WORLD).await.0, 201);
+        assert_eq!(owner(&nodes, "mv").await, "a");
+        let options = BotOptions {
+            clients: BOTS,
+            duration: Duration::from_secs(4 + 3 * (MOVES as u64 + 1)),
+            connect_spread: Duration::from_millis(500),
+            fleet: Some(FleetTarget {
+                url: b.url.clone(),
+                world: "mv".into(),
+                token: Some(SHARED_ADMIN_TOKEN.into()),
+            }),
+            ..BotOptions::default()
+        };
+        let run = tokio::spawn(async move { bots::run(&options).await });
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        // Moves: to a named node, then the fleet's choice; each asked of the node that
+        // runs the world. A move asked of another node is refused.
+        let mut reports = Vec::new();
+        for i in 0..MOVES {
+            let from = owner(&nodes, "mv").await;
+            let source = by_id(&nodes, &ids, &from);
+            let other = ids.iter().find(|n| **n != from).expect("another node");
+            let (s, j) = post(by_id(&nodes, &ids, other), "/api/worlds/mv/move", "{}").await;
+            assert_eq!(s, 409, "a move asked of a node that does not run it: {j}");
+            let body = match i % 2 {
+                0 => format!(
+                    r#"{{"to": "{}"}}"#,
+                    ids[(ids.iter().position(|n| *n == from).unwrap() + 1) % 3]
+                ),
+                _ => "{}".to_string(),
+            };
+            let (s, j) = post(source, "/api/worlds/mv/move", &body).await;
+            assert_eq!(s, 200, "move {i}: {j}");
+            assert_ne!(j["to"], from.as_str(), "{j}");
+            reports.push(j);
+            tokio::time::sleep(Duration::from_secs(3)).await;
+        }
+        // A drain moves the world off its node, which then starts nothing.
+        let from = owner(&nodes, "mv").await;
+        let source = by_id(&nodes, &ids, &from);
+        let (s, j) = post(source, &format!("/api/nodes/{from}/drain"), "").await;
+        assert_eq!(s, 200, "{j}");
+        assert_eq!(j["moved"].as_array().map(Vec::len), Some(1), "{j}");
+        assert_ne!(owner(&nodes, "mv").await, from);
+        let report = run.await.expect("bots");
+        eprintln!("moves: {reports:?}");
+        eprintln!(
+            "bots: {} joined, {} reclaims ({} refused), pause p50 {} ms, p99 {} ms, max {} ms",
+            report.joined,
+            report.reclaims,
+            report.reclaims_refused,
+            report.pause_p50_ms,
+            report.pause_p99_ms,
+            report.pause_max_ms
+        );
+        assert_eq!(report.joined, BOTS);
+        assert_eq!(report.decode_errors, 0, "{report:?}");
+        assert_eq!(report.reclaims_refused, 0, "{report:?}");
+        assert!(
+            report.reclaims >= u64::from(BOTS) * (MOVES as u64 + 1),
+            "every bot followed every move: {report:?}"
+        );
+        // The chain: each segment starts where the one before ended, verifies at 1 and
+        // 2 shards, and holds one join per bot in all (no avatar was made twice).
+        let shown = a.show("mv").await;
+        let segs = shown["segments"].as_array().cloned().unwrap_or_default();
+        assert_eq!(segs.len(), MOVES + 2, "{shown}");
+        for pair in segs.windows(2) {
+            assert_eq!(pair[0]["ended"], "stopped", "{shown}");
+            assert_eq!(
+                pair[1]["first_tick"], pair[0]["last_tick"],
+                "0 ticks lost across a move: {shown}"
+            );
+        }
+        for n in [&a, &b, &c] {
+            let _ = n.stop("mv").await;
+        }
+        let files: Vec<PathBuf> = segs.iter().map(|s| seg_file(&nodes, s)).collect();
+        tools::verify_chain(&files, &[1, 2], &mut |_, _| {})
+            .unwrap_or_else(|e| panic!("the moved world's chain verifies: {e}"));
+        let mut joins = 0;
+        for f in &files {
+            let rec = Recording::open(f).expect("segment");
+            for t in rec.ticks_from(rec.first_tick()) {
+                let t = t.expect("tick");
+                joins += t
+                    .inputs
+                    .inputs
+                    .iter()
+                    .filter(|i| matches!(i, Input::Join { .. }))
+                    .count();
+            }
+        }
+        assert_eq!(joins, BOTS as usize, "one join per bot across every move");
+    });
+}
