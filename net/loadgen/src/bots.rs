@@ -551,6 +551,11 @@ impl Bot<'_> {
             stats.pauses_ms.push(now.duration_since(since).as_millis() as u64);
         }
         session.last_snapshot_at = Some(now);
+        // A world resumed after a crash starts behind what this bot saw: its views of
+        // those ticks are of another history.
+        if session.decoder.newest_tick().is_some_and(|newest| tick <= newest) {
+            session.decoder = ClientDecoder::new();
+        }
         match session.decoder.decode(snapshot) {
             Ok((_, view)) => {
                 if let Some(me) = view.iter().find(|e| e.id == session.avatar_id) {

@@ -435,6 +435,7 @@ fn build_world(config: &ServerConfig, options: &ServeOptions) -> Result<(World, 
         Carried {
             clients: r.clients,
             tokens: r.tokens,
+            ended_cleanly: r.ended_cleanly,
         },
     ))
 }

@@ -49,6 +49,9 @@ pub(super) struct TickClient {
     /// After a reclaim by a client that kept no snapshots: hold snapshots back until the
     /// kernel sends a full one (its acked baseline aged out of the window).
     pub awaiting_full_snapshot: bool,
+    /// Carried over a crash: what the client decoded may be ahead of the resumed world,
+    /// so its first reclaim waits for a full snapshot whatever its HELLO says.
+    pub baselines_unknown: bool,
     /// The kernel's sequence numbers for this client: steer, camera and cast share one counter.
     pub kernel_seq: u32,
     /// The newest INPUT of the tick (its cast flag is `pending_cast`'s business).
@@ -70,6 +73,7 @@ impl TickClient {
             queue,
             closing: false,
             awaiting_full_snapshot: false,
+            baselines_unknown: false,
             kernel_seq: 0,
             pending_steer: None,
             pending_camera: None,
@@ -92,6 +96,10 @@ impl TickClient {
 pub struct Carried {
     pub clients: Vec<u32>,
     pub tokens: Tokens,
+    /// The earlier session ended cleanly (a stop or a move): its last tick is the resumed
+    /// world's, so the snapshots its clients decoded can still be baselines. After a crash
+    /// the world resumes behind what they saw, and every reclaim waits for a full one.
+    pub ended_cleanly: bool,
 }
 
 /// The slot and avatar id of `client` in `world`, and whether it spectates.
@@ -125,6 +133,7 @@ impl TickLoop {
             };
             c.spectator = spectator;
             c.want_token = true;
+            c.baselines_unknown = !carried.ended_cleanly;
             // The kernel remembers the last sequence it applied: continue above it.
             c.kernel_seq = self.world.players()[slot as usize].last_seq;
             self.metrics.clients_detached.fetch_add(1, Relaxed);
@@ -192,7 +201,7 @@ impl TickLoop {
             spectator: c.spectator,
             terrain_cached,
             want_token: true,
-            awaiting_full_snapshot: !keeps_baselines,
+            awaiting_full_snapshot: !keeps_baselines || c.baselines_unknown,
             kernel_seq: c.kernel_seq,
             ..TickClient::new(shared.clone(), queue)
         };

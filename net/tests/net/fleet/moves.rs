@@ -2,7 +2,8 @@
 //! follow the world by themselves: every bot keeps its avatar (one join each in the whole
 //! chain), the target's first tick follows the source's last, and the chain of segments
 //! verifies at 1 and 2 shards. A drain moves a node's worlds away and the node then takes
-//! none. Prints the pauses the bots saw.
+//! none. And a world server killed with SIGKILL: its bots reclaim their avatars on the
+//! resumed one. Prints the pauses the bots saw.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -149,5 +150,70 @@ fn moved_and_drained_worlds_keep_every_avatar_and_their_chain_verifies() {
             }
         }
         assert_eq!(joins, BOTS as usize, "one join per bot across every move");
+    });
+}
+
+#[test]
+fn after_a_world_server_is_killed_every_bot_reclaims_its_avatar_on_the_resumed_one() {
+    let env = Env::new(Backend::Sqlite, "crash-reclaim");
+    let fleet = env.fleet(&["--poll-interval-seconds", "0.2"]);
+    const BOTS: u32 = 20;
+    runtime().block_on(async {
+        assert_eq!(fleet.put("cr", SMALL_WORLD).await.0, 201);
+        assert_eq!(fleet.join("cr").await.0, 200);
+        let options = BotOptions {
+            clients: BOTS,
+            duration: Duration::from_secs(9),
+            connect_spread: Duration::from_millis(500),
+            fleet: Some(FleetTarget {
+                url: fleet.url.clone(),
+                world: "cr".into(),
+                token: fleet.admin_token.clone(),
+            }),
+            ..BotOptions::default()
+        };
+        let run = tokio::spawn(async move { bots::run(&options).await });
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let pids = super::harness::world_server_pids("cr");
+        assert_eq!(pids.len(), 1, "{pids:?}");
+        // SAFETY: kill(2) on a pid this test's fleet started; no memory is involved.
+        assert_eq!(unsafe { libc::kill(pids[0] as i32, libc::SIGKILL) }, 0);
+        let report = run.await.expect("bots");
+        eprintln!(
+            "after SIGKILL: {} reclaims ({} refused), pause p50 {} ms, p99 {} ms, max {} ms",
+            report.reclaims,
+            report.reclaims_refused,
+            report.pause_p50_ms,
+            report.pause_p99_ms,
+            report.pause_max_ms
+        );
+        assert_eq!(report.joined, BOTS);
+        assert_eq!(report.reclaims_refused, 0, "{report:?}");
+        assert!(report.reclaims >= u64::from(BOTS), "{report:?}");
+        assert_eq!(report.decode_errors, 0, "{report:?}");
+        let _ = fleet.stop("cr").await;
+        let shown = fleet.show("cr").await;
+        let segs = shown["segments"].as_array().cloned().unwrap_or_default();
+        assert_eq!(segs.len(), 2, "{shown}");
+        assert_eq!(segs[0]["ended"], "crashed", "{shown}");
+        let files: Vec<PathBuf> = segs
+            .iter()
+            .map(|s| env.data_dir().join(s["recording_path"].as_str().expect("path")))
+            .collect();
+        tools::verify_chain(&files, &[1, 2], &mut |_, _| {})
+            .unwrap_or_else(|e| panic!("the chain verifies across the crash: {e}"));
+        // The resumed session joined nobody: every bot took its old avatar (and score) back.
+        let rec = Recording::open(&files[1]).expect("resumed segment");
+        let mut joins = 0;
+        for t in rec.ticks_from(rec.first_tick()) {
+            let t = t.expect("tick");
+            joins += t
+                .inputs
+                .inputs
+                .iter()
+                .filter(|i| matches!(i, Input::Join { .. }))
+                .count();
+        }
+        assert_eq!(joins, 0, "no bot joined as a new avatar after the crash");
     });
 }
