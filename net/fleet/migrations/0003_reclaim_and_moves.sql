@@ -5,3 +5,6 @@ ALTER TABLE segments ADD COLUMN reclaim BYTEA;
 
 -- A draining node takes no world: moves and fresh starts go elsewhere (1) until it stops.
 ALTER TABLE nodes ADD COLUMN draining BIGINT NOT NULL DEFAULT 0;
+
+-- The node's public API (`http://advertise-host:port`), where moves and drains are asked.
+ALTER TABLE nodes ADD COLUMN api_url TEXT;

@@ -67,6 +67,15 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
     let local_addr = listener
         .local_addr()
         .map_err(io_err("reading the bound address"))?;
+    let host = &node.advertise_host;
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.clone()
+    };
+    store
+        .set_api_url(&node.id, &format!("http://{host}:{}", local_addr.port()))
+        .await?;
     let internal = tokio::net::TcpListener::bind(options.internal_listen)
         .await
         .map_err(io_err(format!("binding {}", options.internal_listen)))?;

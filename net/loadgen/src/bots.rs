@@ -266,6 +266,13 @@ pub(crate) fn summarise(clients: u32, stats: &[BotStats], seconds: f64) -> BotRe
     r
 }
 
+impl BotStats {
+    /// The pauses this bot saw across its reclaims, in ms.
+    pub(crate) fn pauses_ms(&self) -> &[u64] {
+        &self.pauses_ms
+    }
+}
+
 /// Whether bot `index` is one of the `stall_percent` % told to stop reading.
 pub(crate) fn stalls(index: u32, stall_percent: u32) -> bool {
     index.wrapping_mul(53) % 100 < stall_percent
@@ -322,9 +329,12 @@ async fn bot(
             SessionEnd::Lost | SessionEnd::Closed(close_code::REJOIN)
                 if bot.token.is_some() && Instant::now() < end =>
             {
+                // Followed, so not a disconnect.
+                bot.stats.close_code = None;
                 reclaiming = true;
             }
             SessionEnd::Closed(close_code::RECLAIM_REFUSED) if Instant::now() < end => {
+                bot.stats.close_code = None;
                 bot.stats.reclaims_refused += 1;
                 bot.token = None;
                 bot.kept = None;
@@ -590,15 +600,21 @@ impl Bot<'_> {
 /// Asks the fleet for the world's server (`POST /api/worlds/{id}/join`); None when it
 /// does not answer one within a few tries.
 async fn fleet_join(f: &FleetTarget) -> Option<String> {
+    let answer = fleet_answer(f, 20).await?;
+    answer["ws_url"].as_str().map(str::to_string)
+}
+
+/// The fleet's join answer for the world (its `ws_url`, `node`, ...), within `tries`
+/// tries 100 ms apart.
+pub(crate) async fn fleet_answer(f: &FleetTarget, tries: u32) -> Option<serde_json::Value> {
     let url = format!("{}/api/worlds/{}/join", f.url.trim_end_matches('/'), f.world);
-    for _ in 0..20 {
+    for _ in 0..tries {
         let mut req = migratory_wire::http::Request::new(migratory_wire::http::Method::POST, url.clone())
             .timeout(Duration::from_secs(30));
         req.bearer = f.token.clone();
         if let Ok(r) = req.send().await {
             if r.is_success() {
-                let answer: serde_json::Value = r.json().ok()?;
-                return answer["ws_url"].as_str().map(str::to_string);
+                return r.json().ok();
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -83,9 +83,15 @@ const ORANGE: RGBColor = RGBColor(230, 130, 0);
 const BLUE: RGBColor = RGBColor(30, 90, 200);
 const GREEN: RGBColor = RGBColor(20, 140, 60);
 const GREY: RGBColor = RGBColor(120, 120, 120);
+const PURPLE: RGBColor = RGBColor(130, 50, 170);
 
 /// Draws the six panels of `series` into a PNG at `path`.
-pub fn draw(path: &Path, series: &[Sample], thresholds: &Thresholds) -> Result<(), ChartError> {
+pub fn draw(
+    path: &Path,
+    series: &[Sample],
+    thresholds: &Thresholds,
+    moves: &[f64],
+) -> Result<(), ChartError> {
     load_font()?;
     let root = BitMapBackend::new(path, (CHART_WIDTH_PX, CHART_HEIGHT_PX)).into_drawing_area();
     root.fill(&WHITE).map_err(draw_err)?;
@@ -95,7 +101,7 @@ pub fn draw(path: &Path, series: &[Sample], thresholds: &Thresholds) -> Result<(
         .iter()
         .zip(panels(series, thresholds, t_max))
     {
-        draw_panel(area, panel, t_max)?;
+        draw_panel(area, panel, t_max, moves)?;
     }
     root.present().map_err(draw_err)?;
     Ok(())
@@ -169,6 +175,7 @@ fn draw_panel(
     area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
     panel: Panel<'_>,
     t_max: f64,
+    moves: &[f64],
 ) -> Result<(), ChartError> {
     let y_max = panel
         .lines
@@ -198,6 +205,19 @@ fn draw_panel(
             .map_err(draw_err)?
             .label(line.name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+    }
+    // A move of the world (`--move-every`): a vertical mark at its second, one legend.
+    for (i, &t) in moves.iter().enumerate() {
+        let s = chart
+            .draw_series(LineSeries::new(
+                vec![(t, 0.0), (t, y_max)],
+                PURPLE.stroke_width(1),
+            ))
+            .map_err(draw_err)?;
+        if i == 0 {
+            s.label("move")
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], PURPLE.stroke_width(1)));
+        }
     }
     chart
         .configure_series_labels()

@@ -95,6 +95,11 @@ enum Command {
         /// hard_cap_bytes_per_s, memory_drift_percent); missing keys keep the defaults.
         #[arg(long)]
         config: Option<std::path::PathBuf>,
+        /// Move the world to another fleet node every this many seconds (with --fleet and
+        /// --world; the admin token from MIGRATORY_FLEET_ADMIN_TOKEN): the bots follow,
+        /// metrics.json gets each move and the pause distribution, the chart marks moves.
+        #[arg(long)]
+        move_every: Option<f64>,
     },
     /// Print, as a Markdown table, the figures of soaks already run, recomputed from each
     /// folder's metrics.json (hold medians, the 99th-percentile second, RTT, RSS, drift).
@@ -176,6 +181,7 @@ fn run() -> anyhow::Result<std::process::ExitCode> {
         hold_seconds,
         out,
         config,
+        move_every,
     }) = args.command
     {
         let thresholds = match &config {
@@ -193,6 +199,8 @@ fn run() -> anyhow::Result<std::process::ExitCode> {
             hold_seconds,
             out,
             thresholds,
+            move_every: move_every.map(|s| seconds("move-every", s)).transpose()?,
+            admin_token: std::env::var("MIGRATORY_FLEET_ADMIN_TOKEN").ok(),
         };
         let report = runtime.block_on(soak::run(&soak_options))?;
         let summary = std::fs::read_to_string(soak_options.out.join("summary.txt")).unwrap_or_default();

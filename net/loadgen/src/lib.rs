@@ -4,16 +4,19 @@
 //! soak (`soak`: ramp, hold, per-second series from the bots and the server's
 //! `/metrics`, thresholds, `metrics.json`, `summary.txt`) with its chart (`chart`, over
 //! the data model in `series`), and `figures`, which recomputes a finished soak's quoted
-//! figures from its `metrics.json`.
+//! figures from its `metrics.json`; `mover` moves a fleet world between nodes during a
+//! soak (`--move-every`).
 //!
-//! Modules, top-down (each uses only those below it): `cli`, `soak`, `chart`, `series`,
-//! `bots`, `behaviour`. Invariant: it talks to a server only over its public port
-//! (WebSocket, `/metrics`), through `migratory-wire`'s contracts.
+//! Modules, top-down (each uses only those below it): `cli`, `soak`, `mover`, `chart`,
+//! `series`, `bots`, `behaviour`. Invariant: it talks to a server only over its public
+//! port (WebSocket, `/metrics`) and to a fleet over its public API, through
+//! `migratory-wire`'s contracts.
 
 pub mod behaviour;
 pub mod bots;
 pub mod chart;
 pub mod cli;
 pub mod figures;
+pub mod mover;
 pub mod series;
 pub mod soak;

@@ -43,6 +43,10 @@ pub struct SoakOptions {
     pub hold_seconds: f64,
     pub out: PathBuf,
     pub thresholds: Thresholds,
+    /// Move the world to another fleet node this often (needs `bots.fleet`).
+    pub move_every: Option<Duration>,
+    /// The fleet's admin token, for the moves.
+    pub admin_token: Option<String>,
 }
 
 /// A distribution's summary.
@@ -97,6 +101,10 @@ pub struct SoakReport {
     /// The server over the hold: medians of its per-second figures.
     pub server_hold: ServerHold,
     pub series: Vec<Sample>,
+    /// The world's moves (`--move-every`), and the pauses the bots saw across their
+    /// reclaims (from the last snapshot before to the first after), in ms.
+    pub moves: Vec<crate::mover::Move>,
+    pub pause_ms: Distribution,
     pub verdicts: Vec<Verdict>,
     pub pass: bool,
 }
@@ -192,6 +200,16 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
     let ramp_end = start + step * options.steps.len() as u32;
     let end = ramp_end + Duration::from_secs_f64(options.hold_seconds);
     let fleet = Fleet::spawn(options, start, end);
+    let mover = match (options.move_every, &options.bots.fleet) {
+        (Some(every), Some(target)) => Some(crate::mover::spawn(
+            target.clone(),
+            options.admin_token.clone(),
+            every,
+            start,
+            end,
+        )),
+        _ => None,
+    };
     let mut sampler = Sampler::new(options, &fleet).await;
     let mut interval = tokio::time::interval(Duration::from_secs(1));
     interval.tick().await;
@@ -220,7 +238,11 @@ pub async fn run(options: &SoakOptions) -> Result<SoakReport, SoakError> {
     if terminal {
         eprintln!();
     }
-    let report = judge(options, fleet, sampler, start).await;
+    let moves = match mover {
+        Some(m) => m.await.unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let report = judge(options, fleet, sampler, start, moves).await;
     write_outputs(&options.out, &report)?;
     Ok(report)
 }
@@ -236,6 +258,16 @@ fn check(options: &SoakOptions) -> Result<(), SoakError> {
     if !(options.step_seconds > 0.0 && options.hold_seconds > 0.0) {
         return Err(SoakError::Invalid(
             "--step-seconds and --hold-seconds must be above 0".into(),
+        ));
+    }
+    if options.move_every.is_some() && options.bots.fleet.is_none() {
+        return Err(SoakError::Invalid(
+            "--move-every moves a fleet's world: give --fleet and --world".into(),
+        ));
+    }
+    if options.move_every.is_some_and(|d| d < Duration::from_secs(1)) {
+        return Err(SoakError::Invalid(
+            "--move-every must be at least 1 second".into(),
         ));
     }
     Ok(())
@@ -294,6 +326,8 @@ impl Fleet {
 /// verdicts need from the hold.
 struct Sampler {
     host: Option<String>,
+    /// With a fleet, the world's server is asked for each second (it moves).
+    fleet: Option<bots::FleetTarget>,
     steps: Vec<u32>,
     step_seconds: f64,
     series: Vec<Sample>,
@@ -306,10 +340,15 @@ struct Sampler {
 
 impl Sampler {
     async fn new(options: &SoakOptions, fleet: &Fleet) -> Sampler {
-        let host = bots::host_of(&options.bots.url).map(str::to_string);
+        let fleet_target = options.bots.fleet.clone();
+        let host = match &fleet_target {
+            Some(f) => world_host(f).await,
+            None => bots::host_of(&options.bots.url).map(str::to_string),
+        };
         let last_server = scrape(host.as_deref()).await;
         Sampler {
             host,
+            fleet: fleet_target,
             steps: options.steps.clone(),
             step_seconds: options.step_seconds,
             series: Vec::new(),
@@ -346,6 +385,14 @@ impl Sampler {
             .lock()
             .map(|mut s| s.drain(..).map(|us| f64::from(us) / 1000.0).collect())
             .unwrap_or_default();
+        if let Some(f) = &self.fleet {
+            let host = world_host(f).await;
+            if host != self.host {
+                // A new server: its counters start afresh, so no difference spans the move.
+                self.host = host;
+                self.last_server = ServerSample::default();
+            }
+        }
         let server = scrape(self.host.as_deref()).await;
         let before = self.last_server;
         let per_tick = |now: Option<f64>, then: Option<f64>| match (now, then, server.ticks, before.ticks) {
@@ -381,8 +428,20 @@ impl Sampler {
     }
 }
 
+/// `HOST:PORT` of the world's server now, as the fleet answers it.
+async fn world_host(f: &bots::FleetTarget) -> Option<String> {
+    let answer = bots::fleet_answer(f, 1).await?;
+    bots::host_of(answer["ws_url"].as_str()?).map(str::to_string)
+}
+
 /// Waits for the bots, then sums up the hold and judges it against the thresholds.
-async fn judge(options: &SoakOptions, mut fleet: Fleet, sampler: Sampler, start: Instant) -> SoakReport {
+async fn judge(
+    options: &SoakOptions,
+    mut fleet: Fleet,
+    sampler: Sampler,
+    start: Instant,
+    moves: Vec<crate::mover::Move>,
+) -> SoakReport {
     let total = *options.steps.last().unwrap_or(&0);
     let mut finished = Vec::with_capacity(fleet.handles.len());
     for h in std::mem::take(&mut fleet.handles) {
@@ -391,6 +450,12 @@ async fn judge(options: &SoakOptions, mut fleet: Fleet, sampler: Sampler, start:
         }
     }
     let totals = bots::summarise(total, &finished, start.elapsed().as_secs_f64());
+    let pause_ms = Distribution::of(
+        finished
+            .iter()
+            .flat_map(|s| s.pauses_ms().iter().map(|&ms| ms as f64))
+            .collect(),
+    );
     // A stalled bot reads nothing, so it never sees its close: the server counts evictions.
     let evictions = sampler.last_server.evictions.unwrap_or(0.0);
     let hold_start = sampler
@@ -435,6 +500,14 @@ async fn judge(options: &SoakOptions, mut fleet: Fleet, sampler: Sampler, start:
         verdict("decode_errors", totals.decode_errors as f64, 0.0),
         verdict("disconnects", f64::from(totals.disconnects), 0.0),
     ];
+    if !moves.is_empty() {
+        verdicts.push(verdict(
+            "moves_failed",
+            moves.iter().filter(|m| m.error.is_some()).count() as f64,
+            0.0,
+        ));
+        verdicts.push(verdict("reclaims_refused", totals.reclaims_refused as f64, 0.0));
+    }
     if totals.stalled > 0 {
         // Every bot told to stall must have been evicted by the end (value: those not).
         verdicts.push(verdict(
@@ -461,6 +534,7 @@ async fn judge(options: &SoakOptions, mut fleet: Fleet, sampler: Sampler, start:
             "town_percent": options.bots.mix.town_percent,
             "field_percent": options.bots.mix.field_percent,
             "stall_percent": options.bots.stall_percent,
+            "move_every_seconds": options.move_every.map(|d| d.as_secs_f64()),
             "loop_p99_ms_hold": "99th percentile of the per-second loop p99 over the hold",
         }),
         thresholds: options.thresholds.clone(),
@@ -469,6 +543,8 @@ async fn judge(options: &SoakOptions, mut fleet: Fleet, sampler: Sampler, start:
         rtt_ms_hold: Distribution::of(sampler.hold_rtts),
         server_hold,
         series,
+        moves,
+        pause_ms,
         verdicts,
         pass,
     }
@@ -485,7 +561,8 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SoakError {
 fn write_outputs(out: &Path, r: &SoakReport) -> Result<(), SoakError> {
     let json = serde_json::to_string_pretty(r).map_err(|e| SoakError::Invalid(e.to_string()))?;
     std::fs::write(out.join("metrics.json"), json).map_err(io("writing metrics.json"))?;
-    crate::chart::draw(&out.join("chart.png"), &r.series, &r.thresholds)?;
+    let marks: Vec<f64> = r.moves.iter().map(|m| m.t_s).collect();
+    crate::chart::draw(&out.join("chart.png"), &r.series, &r.thresholds, &marks)?;
     let mut s = String::new();
     for v in &r.verdicts {
         s.push_str(&format!(
@@ -503,7 +580,7 @@ fn write_outputs(out: &Path, r: &SoakReport) -> Result<(), SoakError> {
         "bots {} joined {} stalled {} closed by server {} {:?} drops {} decode errors {}\n\
          downstream per bot (hold) mean {:.0} p95 {:.0} max {:.0} B/s; RTT (hold) p50 {:.2} p99 {:.2} ms\n\
          server (hold, medians of the seconds) loop p50 {} p99 {} ms; CPU {} ms per tick, {} of it system\n\
-         {}\n",
+         {}{}\n",
         t.clients,
         t.joined,
         t.stalled,
@@ -520,6 +597,20 @@ fn write_outputs(out: &Path, r: &SoakReport) -> Result<(), SoakError> {
         figure(h.loop_p99_ms),
         figure(h.cpu_ms_per_tick),
         figure(h.cpu_system_ms_per_tick),
+        if r.moves.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "moves {} (failed {}); reclaims {} (refused {}); pause p50 {:.0} p99 {:.0} max {:.0} ms\n",
+                r.moves.len(),
+                r.moves.iter().filter(|m| m.error.is_some()).count(),
+                t.reclaims,
+                t.reclaims_refused,
+                r.pause_ms.p50,
+                r.pause_ms.p99,
+                r.pause_ms.max
+            )
+        },
         if r.pass { "PASS" } else { "FAIL" }
     ));
     std::fs::write(out.join("summary.txt"), s).map_err(io("writing summary.txt"))?;

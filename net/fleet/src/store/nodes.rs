@@ -19,6 +19,8 @@ pub struct NodeRow {
     pub draining: bool,
     /// Worlds it owns.
     pub worlds: i64,
+    /// Its public API (`http://HOST:PORT`), once it listens.
+    pub api_url: Option<String>,
 }
 
 /// What registering a node found.
@@ -111,7 +113,7 @@ impl Store {
         let sql = format!(
             "SELECT id, advertise_host, lease_expires_unix_ms, started_unix_ms, \
              CAST(CASE WHEN lease_expires_unix_ms > {} THEN 1 ELSE 0 END AS BIGINT), draining, \
-             (SELECT COUNT(*) FROM worlds WHERE worlds.owner_node = nodes.id) FROM nodes ORDER BY id",
+             (SELECT COUNT(*) FROM worlds WHERE worlds.owner_node = nodes.id), api_url FROM nodes ORDER BY id",
             self.now_sql()
         );
         let rows = sqlx::query(&sql)
@@ -128,10 +130,22 @@ impl Store {
                     live: r.try_get::<i64, _>(4)? == 1,
                     draining: r.try_get::<i64, _>(5)? != 0,
                     worlds: r.try_get(6)?,
+                    api_url: r.try_get(7)?,
                 })
             })
             .collect::<Result<_, sqlx::Error>>()
             .map_err(q("decode node"))
+    }
+
+    /// Records where node `id`'s public API listens.
+    pub async fn set_api_url(&self, id: &str, api_url: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE nodes SET api_url = $1 WHERE id = $2")
+            .bind(api_url)
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(q("set api url"))?;
+        Ok(())
     }
 
     /// Marks `id` draining (or not): it takes no world while it is.

@@ -217,3 +217,68 @@ fn after_a_world_server_is_killed_every_bot_reclaims_its_avatar_on_the_resumed_o
         assert_eq!(joins, 0, "no bot joined as a new avatar after the crash");
     });
 }
+
+#[test]
+fn a_soak_moves_its_world_while_holding_load_and_reports_the_pauses() {
+    let env = Env::new(Backend::Postgres, "soak-moves");
+    let a = env.node("a", NODE_ARGS);
+    let _b = env.node("b", NODE_ARGS);
+    let out_dir = env.dir.path().join("soak");
+    let config = env.dir.path().join("soak.toml");
+    std::fs::write(
+        &config,
+        "[thresholds]\nloop_p99_ms = 1000.0\nmemory_drift_percent = 1000.0\n",
+    )
+    .expect("config");
+    runtime().block_on(async {
+        assert_eq!(a.put("sk", SMALL_WORLD).await.0, 201);
+    });
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_test-migratory-bots"))
+        .env("MIGRATORY_FLEET_ADMIN_TOKEN", SHARED_ADMIN_TOKEN)
+        .args(["soak", "--fleet", &a.url, "--world", "sk", "--steps", "6"])
+        .args(["--step-seconds", "2", "--hold-seconds", "7", "--move-every", "3"])
+        .arg("--out")
+        .arg(&out_dir)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .expect("run migratory-bots soak");
+    let json: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("metrics.json")).unwrap_or_else(|e| {
+            panic!(
+                "metrics.json: {e}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        }))
+        .expect("JSON");
+    let moves = json["moves"].as_array().cloned().unwrap_or_default();
+    assert!(moves.len() >= 2, "{moves:?}");
+    for m in &moves {
+        assert!(m["error"].is_null(), "{m}");
+        assert_ne!(m["from"], m["to"], "{m}");
+    }
+    let pauses = &json["pause_ms"];
+    assert!(
+        pauses["samples"].as_u64().unwrap_or(0) >= 6 * moves.len() as u64,
+        "a pause per bot and move: {pauses}"
+    );
+    assert_eq!(json["totals"]["reclaims_refused"], 0);
+    assert_eq!(json["totals"]["decode_errors"], 0);
+    assert_eq!(json["totals"]["joined"], 6);
+    // The bots never left: every second of the hold saw all six.
+    for s in json["series"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["phase"] == "hold")
+    {
+        assert_eq!(s["joined_bots"], 6, "{s}");
+    }
+    assert!(out_dir.join("chart.png").exists());
+    let summary = std::fs::read_to_string(out_dir.join("summary.txt")).expect("summary");
+    assert!(summary.contains("pause p50"), "{summary}");
+    eprintln!("{summary}");
+    // A followed move is not a disconnect: with generous thresholds the soak passes.
+    assert_eq!(json["totals"]["disconnects"], 0, "{summary}");
+    assert_eq!(out.status.code(), Some(0), "{summary}");
+}
