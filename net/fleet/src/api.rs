@@ -48,6 +48,40 @@ pub(crate) fn router(fleet: Arc<Fleet>, auth: Arc<Auth>) -> Router {
         .route("/api/sd", get(service_discovery).route_layer(reader))
         .with_state(fleet)
         .layer(axum::middleware::map_response(json_errors))
+        .layer(axum::middleware::from_fn(join_cors))
+}
+
+/// CORS for the join route only, so a browser client served by a world server (the
+/// viewer) can ask the fleet where its world went after a move: a preflight is answered
+/// here (before any token check, as browsers send none with it), and the answer to a
+/// join from another origin may be read by it. Any origin: the token is a Bearer header
+/// the page holds, never a cookie, so another site gains nothing it did not have.
+async fn join_cors(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let is_join = {
+        let path = request.uri().path();
+        path.starts_with("/api/worlds/") && path.ends_with("/join")
+    };
+    if !is_join {
+        return next.run(request).await;
+    }
+    let allow_origin = (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    if request.method() == axum::http::Method::OPTIONS {
+        return (
+            StatusCode::NO_CONTENT,
+            [
+                allow_origin,
+                (header::ACCESS_CONTROL_ALLOW_METHODS, "POST"),
+                (header::ACCESS_CONTROL_ALLOW_HEADERS, "authorization, content-type"),
+                (header::ACCESS_CONTROL_MAX_AGE, "600"),
+            ],
+        )
+            .into_response();
+    }
+    let mut response = next.run(request).await;
+    response
+        .headers_mut()
+        .insert(allow_origin.0, header::HeaderValue::from_static(allow_origin.1));
+    response
 }
 
 /// The routes this node's own world servers call, each with its token: served on a

@@ -6,10 +6,11 @@
 //! now (`MIGRATORY_BLESS=1` rewrites it), so a moved offset cannot leave one side behind.
 
 use migratory_wire::protocol::{
-    ack_layout, camera_layout, client_type, hello_layout, input_layout, ping_layout, pong_layout,
+    ack_layout, camera_layout, client_type, close_code, hello_layout, input_layout, ping_layout, pong_layout,
     server_type, welcome_layout as welcome, TerrainDelivery, ZoneKind, ACK_BYTES, CAMERA_BYTES,
-    HELLO_FLAG_CACHED_TERRAIN, HELLO_FLAG_SPECTATE, INPUT_BYTES, INPUT_FLAG_CAST, NAME_BYTES_MAX, PING_BYTES,
-    PONG_BYTES, PROTOCOL_VERSION, ZONE_SHAPE_CIRCLE,
+    HELLO_FLAG_CACHED_TERRAIN, HELLO_FLAG_KEEPS_BASELINES, HELLO_FLAG_RECLAIM, HELLO_FLAG_SPECTATE,
+    HELLO_FLAG_WANT_TOKEN, INPUT_BYTES, INPUT_FLAG_CAST, NAME_BYTES_MAX, PING_BYTES, PONG_BYTES,
+    PROTOCOL_VERSION, RECONNECT_TOKEN_BYTES, ZONE_SHAPE_CIRCLE,
 };
 
 use crate::assets::terrain_layout as terrain;
@@ -74,8 +75,23 @@ pub fn layout_js() -> String {
             ("NAME", u(hello_layout::NAME)),
             ("FLAG_CACHED_TERRAIN", b(HELLO_FLAG_CACHED_TERRAIN)),
             ("FLAG_SPECTATE", b(HELLO_FLAG_SPECTATE)),
+            ("FLAG_WANT_TOKEN", b(HELLO_FLAG_WANT_TOKEN)),
+            ("FLAG_RECLAIM", b(HELLO_FLAG_RECLAIM)),
+            ("FLAG_KEEPS_BASELINES", b(HELLO_FLAG_KEEPS_BASELINES)),
             ("NAME_BYTES_MAX", u(NAME_BYTES_MAX)),
             ("TERRAIN_HASH_BYTES", 32),
+            ("TOKEN_BYTES", u(RECONNECT_TOKEN_BYTES)),
+        ],
+    );
+    object(
+        &mut o,
+        "Close codes the server uses beyond RFC 6455's (PROTOCOL.md section 5).",
+        "CLOSE",
+        &[
+            ("GOING_AWAY", u64::from(close_code::GOING_AWAY)),
+            ("REJOIN", u64::from(close_code::REJOIN)),
+            ("RECLAIM_REFUSED", u64::from(close_code::RECLAIM_REFUSED)),
+            ("REPLACED", u64::from(close_code::REPLACED)),
         ],
     );
     object(

@@ -31,8 +31,20 @@ export const HELLO = Object.freeze({
   NAME: 5,
   FLAG_CACHED_TERRAIN: 1,
   FLAG_SPECTATE: 2,
+  FLAG_WANT_TOKEN: 4,
+  FLAG_RECLAIM: 8,
+  FLAG_KEEPS_BASELINES: 16,
   NAME_BYTES_MAX: 32,
   TERRAIN_HASH_BYTES: 32,
+  TOKEN_BYTES: 16,
+});
+
+/** Close codes the server uses beyond RFC 6455's (PROTOCOL.md section 5). */
+export const CLOSE = Object.freeze({
+  GOING_AWAY: 1001,
+  REJOIN: 4001,
+  RECLAIM_REFUSED: 4002,
+  REPLACED: 4003,
 });
 
 /** INPUT: offsets, size and the cast flag. */

@@ -8,11 +8,17 @@
 // A spectator (HELLO flag "spectate") has no avatar: WASD, the arrows or a drag move a
 // free camera, which is sent as CAMERA whenever it moved, and the server's snapshots
 // follow it.
+//
+// The page asks for a reconnect token (PROTOCOL.md section 2). When the connection drops
+// (1006) or the world moves (4001), it reconnects by itself and takes its avatar back with
+// the token, keeping its decoder, for as long as the server's grace allows. With
+// `?fleet=http://HOST:PORT&world=ID[&token=T]` it asks the fleet for the world's server
+// before every connection (`POST /api/worlds/{id}/join`), so it follows a moved world.
 
 import { camera, canvas, circle, drawAvatar, drawBackground, drawBoid, flushEntities, toScreen, toWorld } from "./draw.js";
 import { drawReplay, pickAt, startReplay } from "./replay.js";
 import { ClientDecoder, KIND_AVATAR } from "./snapshot.js";
-import { VIEWER_TERRAIN } from "./layout.js";
+import { CLOSE, VIEWER_TERRAIN } from "./layout.js";
 import { decodeServer, encodeAck, encodeCamera, encodeHello, encodeInput, encodePing, ZONE_HUNTING_FIELD, ZONE_TOWN } from "./protocol.js";
 
 const CLOSE_REASONS = {
@@ -24,7 +30,20 @@ const CLOSE_REASONS = {
   1009: "message too big",
   1011: "server error",
   1013: "the server is full or this client was too slow; try again later",
+  [CLOSE.REJOIN]: "the world moved: joining it again",
+  [CLOSE.RECLAIM_REFUSED]: "the avatar could not be taken back: join again",
+  [CLOSE.REPLACED]: "another connection took this avatar",
 };
+
+/** Delays between reconnect attempts (ms); the last one repeats until the grace is over. */
+const RECONNECT_DELAYS_MS = [50, 150, 300, 600, 1000, 2000];
+/** How long the page keeps trying to take its avatar back (the server's default grace). */
+const RECONNECT_GIVE_UP_MS = 30000;
+
+const params = new URLSearchParams(location.search);
+const fleet = params.get("fleet") && params.get("world")
+  ? { url: params.get("fleet").replace(/\/$/, ""), world: params.get("world"), token: params.get("token") }
+  : null;
 
 const $ = (id) => document.getElementById(id);
 
@@ -47,6 +66,9 @@ const state = {
   spectating: false,
   drawMs: [], // how long each of the last 600 frames took to draw
   sentCamera: null, // a spectator's camera as last sent {x_mm, y_mm}: the server's view centre
+  reconnectToken: null, // from the newest WELCOME
+  reclaims: 0, // avatars taken back after a drop or a move
+  reconnecting: null, // {since, attempt} while the page tries to take its avatar back
 };
 window.migratory = state;
 
@@ -90,23 +112,70 @@ async function loadTerrain() {
   state.terrain = { image, cells, worldSizeMm, hash };
 }
 
-function connect(name, spectate = false) {
+/** The WebSocket URL to use now: this page's server, or the one the fleet answers. */
+async function serverUrl() {
+  if (!fleet) return `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
+  const headers = fleet.token ? { Authorization: `Bearer ${fleet.token}` } : {};
+  const resp = await fetch(`${fleet.url}/api/worlds/${encodeURIComponent(fleet.world)}/join`, { method: "POST", headers });
+  if (!resp.ok) throw new Error(`the fleet's join: HTTP ${resp.status}`);
+  return (await resp.json()).ws_url;
+}
+
+let joined = null; // {name, spectate} once the player asked to join
+
+async function connect(name, spectate = false, reclaim = false) {
+  joined = { name, spectate };
   state.spectating = spectate;
-  const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
-  setConnection("connecting");
+  setConnection(reclaim ? "reconnecting" : "connecting", reclaim);
+  let url;
+  try {
+    url = await serverUrl();
+  } catch (e) {
+    if (reclaim) return retry();
+    return setConnection(`could not join: ${e.message}`, true);
+  }
   ws = new WebSocket(url);
   ws.binaryType = "arraybuffer";
+  const token = reclaim ? state.reconnectToken : null;
   ws.onopen = () => {
-    setConnection("joining");
-    ws.send(encodeHello(name, state.terrain?.hash ?? null, spectate));
+    setConnection(reclaim ? "reconnecting" : "joining", reclaim);
+    // A reclaim keeps the decoder: its views are the baselines the server deltas against.
+    ws.send(encodeHello(name, state.terrain?.hash ?? null, spectate, { wantToken: true, reclaim: token, keepsBaselines: token !== null }));
   };
   ws.onmessage = (ev) => onMessage(new Uint8Array(ev.data));
-  ws.onclose = (ev) => {
-    const words = ev.reason || CLOSE_REASONS[ev.code] || "closed";
-    state.closeReason = { code: ev.code, reason: words };
-    setConnection(`closed (${ev.code}): ${words}`, true);
-  };
-  ws.onerror = () => setConnection("connection error", true);
+  ws.onclose = (ev) => onClose(ev);
+  ws.onerror = () => { if (!state.reconnecting) setConnection("connection error", true); };
+}
+
+function onClose(ev) {
+  const words = ev.reason || CLOSE_REASONS[ev.code] || "closed";
+  state.closeReason = { code: ev.code, reason: words };
+  const lost = ev.code === 1006 || ev.code === CLOSE.REJOIN;
+  if (lost && state.reconnectToken && joined) {
+    state.reconnecting ??= { since: performance.now(), attempt: 0 };
+    return retry();
+  }
+  state.reconnecting = null;
+  if (ev.code === CLOSE.RECLAIM_REFUSED) {
+    state.reconnectToken = null;
+    $("join").style.display = "";
+  }
+  setConnection(`closed (${ev.code}): ${words}`, true);
+}
+
+/** The next attempt to take the avatar back, after a growing delay, until the grace is over. */
+function retry() {
+  const r = state.reconnecting ?? (state.reconnecting = { since: performance.now(), attempt: 0 });
+  if (performance.now() - r.since > RECONNECT_GIVE_UP_MS) {
+    state.reconnecting = null;
+    setConnection("closed: the server did not come back in time", true);
+    $("join").style.display = "";
+    return;
+  }
+  const delay = RECONNECT_DELAYS_MS[Math.min(r.attempt, RECONNECT_DELAYS_MS.length - 1)];
+  r.attempt += 1;
+  setConnection(`reconnecting (attempt ${r.attempt})`, true);
+  setTimeout(() => connect(joined.name, joined.spectate, true), delay);
 }
 
 function onMessage(bytes) {
@@ -119,10 +188,16 @@ function onMessage(bytes) {
     return;
   }
   if (m.type === "welcome") {
+    const reclaimed = state.reconnecting !== null;
+    if (reclaimed) state.reclaims += 1;
+    state.reconnecting = null;
+    state.reconnectToken = m.reconnectToken;
     state.welcome = m;
-    state.camera.follow = !state.spectating;
-    state.camera.mmPerPx = (m.viewRadiusMm * 2.4) / Math.min(innerWidth, innerHeight);
-    if (state.spectating) {
+    if (!reclaimed) {
+      state.camera.follow = !state.spectating;
+      state.camera.mmPerPx = (m.viewRadiusMm * 2.4) / Math.min(innerWidth, innerHeight);
+    }
+    if (state.spectating && !reclaimed) {
       // The server's camera starts at the town's centre.
       const town = m.zones.find((z) => z.kind === ZONE_TOWN);
       if (town) [state.camera.x_mm, state.camera.y_mm] = [town.x_mm, town.y_mm];
@@ -138,6 +213,13 @@ function onMessage(bytes) {
 }
 
 function onSnapshot(bytes) {
+  // A world resumed after a crash starts behind what this page saw: its views of those
+  // ticks are of another history.
+  const tick = new DataView(bytes.buffer, bytes.byteOffset + 1, 4).getUint32(0, true);
+  if (state.latest && tick <= state.latest.header.tick) {
+    state.decoder = new ClientDecoder();
+    state.latest = null;
+  }
   let r;
   try {
     r = state.decoder.decode(bytes);

@@ -17,17 +17,24 @@ export const NAME_BYTES_MAX = HELLO.NAME_BYTES_MAX;
 export class ProtocolError extends Error {}
 
 /** HELLO: version 2, a 1-32 byte UTF-8 name, the cached terrain hash when known, and
- * whether to join as a spectator (a camera moved with CAMERA, no avatar). */
-export function encodeHello(name, terrainHash = null, spectate = false) {
+ * whether to join as a spectator (a camera moved with CAMERA, no avatar). Options:
+ * `wantToken` asks for a reconnect token in WELCOME; `reclaim` (16 bytes) takes back the
+ * avatar of that token, with `keepsBaselines` when this client kept its decoder. */
+export function encodeHello(name, terrainHash = null, spectate = false, { wantToken = false, reclaim = null, keepsBaselines = false } = {}) {
   const n = new TextEncoder().encode(name);
   if (n.length < 1 || n.length > NAME_BYTES_MAX) throw new RangeError(`a name is 1 to ${NAME_BYTES_MAX} bytes of UTF-8`);
-  const out = new Uint8Array(HELLO.NAME + n.length + (terrainHash ? HELLO.TERRAIN_HASH_BYTES : 0));
+  if (reclaim && reclaim.length !== HELLO.TOKEN_BYTES) throw new RangeError(`a reconnect token is ${HELLO.TOKEN_BYTES} bytes`);
+  const hashBytes = terrainHash ? HELLO.TERRAIN_HASH_BYTES : 0;
+  const out = new Uint8Array(HELLO.NAME + n.length + hashBytes + (reclaim ? HELLO.TOKEN_BYTES : 0));
   out[0] = CLIENT_TYPE.HELLO;
   new DataView(out.buffer).setUint16(HELLO.VERSION, PROTOCOL_VERSION, true);
-  out[HELLO.FLAGS] = (terrainHash ? HELLO.FLAG_CACHED_TERRAIN : 0) | (spectate ? HELLO.FLAG_SPECTATE : 0);
+  out[HELLO.FLAGS] = (terrainHash ? HELLO.FLAG_CACHED_TERRAIN : 0) | (spectate ? HELLO.FLAG_SPECTATE : 0)
+    | (wantToken ? HELLO.FLAG_WANT_TOKEN : 0) | (reclaim ? HELLO.FLAG_RECLAIM : 0)
+    | (reclaim && keepsBaselines ? HELLO.FLAG_KEEPS_BASELINES : 0);
   out[HELLO.NAME_LEN] = n.length;
   out.set(n, HELLO.NAME);
   if (terrainHash) out.set(terrainHash, HELLO.NAME + n.length);
+  if (reclaim) out.set(reclaim, HELLO.NAME + n.length + hashBytes);
   return out;
 }
 
@@ -83,7 +90,10 @@ export function decodeServer(bytes) {
       const W = WELCOME;
       need(bytes, W.ZONES, "WELCOME");
       const zoneCount = bytes[W.ZONE_COUNT];
-      need(bytes, W.ZONES + W.ZONE_BYTES * zoneCount, "WELCOME zones");
+      const plain = W.ZONES + W.ZONE_BYTES * zoneCount;
+      if (bytes.length !== plain && bytes.length !== plain + HELLO.TOKEN_BYTES) {
+        throw new ProtocolError(`WELCOME: ${bytes.length} bytes, expected ${plain} (or ${plain + HELLO.TOKEN_BYTES} with a reconnect token)`);
+      }
       const zones = [];
       for (let i = 0; i < zoneCount; i++) {
         const o = W.ZONES + W.ZONE_BYTES * i;
@@ -117,6 +127,7 @@ export function decodeServer(bytes) {
         castCooldownTicks: dv.getUint32(W.CAST_COOLDOWN_TICKS, true),
         avatarSpeedMaxMmPerTick: dv.getUint32(W.AVATAR_SPEED_MAX_MM_PER_TICK, true),
         zones,
+        reconnectToken: bytes.length > plain ? bytes.slice(plain) : null,
       };
     }
     case MSG.SNAPSHOT:

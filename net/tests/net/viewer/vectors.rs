@@ -165,6 +165,24 @@ pub(super) fn protocol() -> Value {
         client.push(json!({ "what": "hello", "name": name, "hash": cached.map(|h| hex(h)), "hex": hex(&p::encode_hello(2, name, cached)) }));
         client.push(json!({ "what": "hello", "spectate": true, "name": name, "hash": cached.map(|h| hex(h)), "hex": hex(&p::encode_hello_spectating(2, name, cached)) }));
     }
+    // Reconnect tokens: asked for, presented (with and without kept snapshots, after a
+    // cached hash).
+    let token: p::ReconnectToken = std::array::from_fn(|i| (i as u8).wrapping_mul(17));
+    for (want_token, reclaim, keeps_baselines, cached) in [
+        (true, false, false, None),
+        (false, true, true, Some(&hash)),
+        (true, true, false, None),
+    ] {
+        let o = p::HelloOptions {
+            cached_terrain: cached.copied(),
+            want_token,
+            reclaim: reclaim.then_some(p::Reclaim { token, keeps_baselines }),
+            ..p::HelloOptions::default()
+        };
+        client.push(json!({ "what": "hello", "name": "ada", "hash": cached.map(|h| hex(h)),
+            "want_token": want_token, "reclaim": reclaim.then(|| hex(&token)), "keeps_baselines": keeps_baselines,
+            "hex": hex(&p::encode_hello_with(2, "ada", &o)) }));
+    }
     for (seq, x_mm, y_mm) in [(1u32, 512_000i32, -64i32), (u32::MAX, i32::MIN, i32::MAX)] {
         let m = p::CameraMsg { seq, x_mm, y_mm };
         client.push(json!({ "what": "camera", "seq": seq, "x_mm": x_mm, "y_mm": y_mm, "hex": hex(&p::encode_camera(&m)) }));
@@ -229,8 +247,7 @@ pub(super) fn protocol() -> Value {
         },
         reconnect_token: None,
     };
-    let w = &welcome;
-    let server = vec![
+    let welcome_json = |w: &p::Welcome| {
         json!({ "what": "welcome", "hex": hex(&p::encode_welcome(w)), "fields": {
             "protocolVersion": w.protocol_version, "clientId": w.client_id, "avatarId": w.avatar_id,
             "slot": w.slot, "joinTick": w.join_tick, "tickRateHz": w.tick_rate_hz,
@@ -240,7 +257,16 @@ pub(super) fn protocol() -> Value {
             "viewRadiusMm": 30_000, "viewEntitiesMax": 128, "baselineWindowSnapshots": 16,
             "castRadiusMm": 9_000, "castCooldownTicks": 90, "avatarSpeedMaxMmPerTick": 120,
             "zones": w.world.zones.iter().map(|z| json!({ "kind": z.kind as u8, "x_mm": z.x_mm, "y_mm": z.y_mm, "radius_mm": z.radius_mm })).collect::<Vec<_>>(),
-        }}),
+            "reconnectToken": w.reconnect_token.map(|t| hex(&t)),
+        }})
+    };
+    let with_token = p::Welcome {
+        reconnect_token: Some(token),
+        ..welcome.clone()
+    };
+    let server = vec![
+        welcome_json(&welcome),
+        welcome_json(&with_token),
         json!({ "what": "pong", "hex": hex(&p::encode_pong(1_234_567_890_123, 4_000_000_000)),
                 "fields": { "nonce": 1_234_567_890_123u64, "serverTick": 4_000_000_000u32 } }),
         json!({ "what": "snapshot", "hex": hex(&p::encode_snapshot(&[1, 2, 3])), "fields": { "snapshot": "010203" } }),

@@ -12,14 +12,20 @@ const hex = (b) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join(""
 test("client messages are byte for byte the Rust ones", () => {
   for (const v of vectors.client) {
     let got;
-    if (v.what === "hello") got = encodeHello(v.name, v.hash ? bytes(v.hash) : null, v.spectate === true);
+    if (v.what === "hello") {
+      got = encodeHello(v.name, v.hash ? bytes(v.hash) : null, v.spectate === true, {
+        wantToken: v.want_token === true,
+        reclaim: v.reclaim ? bytes(v.reclaim) : null,
+        keepsBaselines: v.keeps_baselines === true,
+      });
+    }
     else if (v.what === "camera") got = encodeCamera(v.seq, v.x_mm, v.y_mm);
     else if (v.what === "input") got = encodeInput(v.seq, v.dir_x, v.dir_y, v.throttle, v.cast);
     else if (v.what === "ack") got = encodeAck(v.tick);
     else if (v.what === "ping") got = encodePing(v.nonce);
     assert.equal(hex(got), v.hex, JSON.stringify(v));
   }
-  assert.equal(vectors.client.length, 16);
+  assert.equal(vectors.client.length, 19);
 });
 
 test("server messages decode to the Rust fields", () => {
@@ -30,6 +36,7 @@ test("server messages decode to the Rust fields", () => {
     delete got.type;
     if (got.terrain) got.terrain = { ...got.terrain, contentHash: hex(got.terrain.contentHash) };
     if (got.snapshot) got.snapshot = hex(got.snapshot);
+    if ("reconnectToken" in got) got.reconnectToken = got.reconnectToken && hex(got.reconnectToken);
     assert.deepEqual(got, v.fields, v.what);
   }
 });
