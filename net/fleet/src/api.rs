@@ -71,7 +71,10 @@ async fn join_cors(request: axum::extract::Request, next: axum::middleware::Next
             [
                 allow_origin,
                 (header::ACCESS_CONTROL_ALLOW_METHODS, "POST"),
-                (header::ACCESS_CONTROL_ALLOW_HEADERS, "authorization, content-type"),
+                (
+                    header::ACCESS_CONTROL_ALLOW_HEADERS,
+                    "authorization, content-type",
+                ),
                 (header::ACCESS_CONTROL_MAX_AGE, "600"),
             ],
         )

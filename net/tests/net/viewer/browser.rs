@@ -152,7 +152,13 @@ fn the_live_viewer_takes_its_avatar_back_after_a_move() {
             String::from_utf8_lossy(&result.stderr)
         );
         let second = second.expect("the world was moved");
-        assert_eq!(second.metrics().reclaims_taken_total.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert_eq!(
+            second
+                .metrics()
+                .reclaims_taken_total
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
         let _ = second.shutdown().await;
     });
 }

@@ -176,7 +176,10 @@ pub(super) fn protocol() -> Value {
         let o = p::HelloOptions {
             cached_terrain: cached.copied(),
             want_token,
-            reclaim: reclaim.then_some(p::Reclaim { token, keeps_baselines }),
+            reclaim: reclaim.then_some(p::Reclaim {
+                token,
+                keeps_baselines,
+            }),
             ..p::HelloOptions::default()
         };
         client.push(json!({ "what": "hello", "name": "ada", "hash": cached.map(|h| hex(h)),
