@@ -478,8 +478,18 @@ async fn move_world(
     })?;
     let row = fleet.world_row(&id).await?;
     refuse_if_elsewhere(&fleet, &id, row.owner_node, "move").await?;
-    let report = fleet.move_world(&id, req.to.as_deref()).await?;
+    // In a task of its own: a client that hangs up must not cut a move in half.
+    let report = tokio::spawn(async move { fleet.move_world(&id, req.to.as_deref()).await })
+        .await
+        .map_err(task_failed)??;
     Ok(Json(serde_json::to_value(report).unwrap_or_default()))
+}
+
+fn task_failed(e: tokio::task::JoinError) -> FleetError {
+    FleetError::Io {
+        context: "the move's task".into(),
+        source: std::io::Error::other(e.to_string()),
+    }
 }
 
 /// `POST /api/nodes/{id}/drain` on node `id` itself: every world it runs moves to other
@@ -497,7 +507,9 @@ async fn drain(
             ),
         });
     }
-    let moves = fleet.drain().await?;
+    let moves = tokio::spawn(async move { fleet.drain().await })
+        .await
+        .map_err(task_failed)??;
     let (moved, failed): (Vec<_>, Vec<_>) = moves.into_iter().partition(Result::is_ok);
     Ok(Json(json!({
         "node": node,

@@ -53,28 +53,23 @@ impl Fleet {
         let t0 = Instant::now();
         let holder = running.holder.clone();
         let seq = running.segment_seq;
-        // Joins on other nodes wait from now on instead of answering a server that stops.
-        self.store.clear_server(id, &holder).await?;
-        running.child.signal(libc::SIGUSR1);
-        if tokio::time::timeout(self.options.stop_timeout, running.child.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!(world = %id, pid = running.child.pid, "world server did not stop for its move in time; killing it");
-            running.child.signal(libc::SIGKILL);
+        if let Err(e) = self.stop_for_move(id, running, &target).await {
+            // As after any stop: the world is given up, and the next join anywhere
+            // resumes it from what the store holds.
+            if let Err(release) = self.store.release_world(id, &holder).await {
+                tracing::error!(world = %id, error = %release, "giving the world up after a failed move failed");
+            }
+            return Err(e);
         }
-        let info = running.child.wait().await;
-        self.drop_token(running.generation);
-        self.close_finished(id, &running, info).await?;
-        if !self.store.hand_over(id, &holder, &target).await? {
-            return Err(conflict("moved on to another node during the move".into()));
-        }
+        // Best effort: the move is done whatever this read says.
         let last_tick = match seq {
             Some(seq) => self
                 .store
                 .segments(id)
-                .await?
+                .await
+                .ok()
                 .into_iter()
+                .flatten()
                 .find(|s| s.seq == seq)
                 .and_then(|s| s.last_tick),
             None => None,
@@ -89,6 +84,42 @@ impl Fleet {
             last_tick,
             handed_over_ms,
         })
+    }
+
+    /// Stops the world's server for a move (SIGUSR1: its clients are told to rejoin), ships
+    /// and closes its segment, and hands the world to `target`.
+    async fn stop_for_move(
+        &self,
+        id: &str,
+        running: crate::fleet::Running,
+        target: &str,
+    ) -> Result<(), FleetError> {
+        let holder = running.holder.clone();
+        // Joins on other nodes wait from now on instead of answering a server that stops
+        // (best effort: they would otherwise get a refused connection and join again).
+        if let Err(e) = self.store.clear_server(id, &holder).await {
+            tracing::warn!(world = %id, error = %e, "clearing the moving world's server failed");
+        }
+        running.child.signal(libc::SIGUSR1);
+        if tokio::time::timeout(self.options.stop_timeout, running.child.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(world = %id, pid = running.child.pid, "world server did not stop for its move in time; killing it");
+            running.child.signal(libc::SIGKILL);
+        }
+        let info = running.child.wait().await;
+        self.drop_token(running.generation);
+        self.close_finished(id, &running, info).await?;
+        if !self.store.hand_over(id, &holder, target).await? {
+            return Err(FleetError::Conflict {
+                world: id.to_string(),
+                reason: format!(
+                    "could not be handed to `{target}` (it stopped, started draining, or the world moved on)"
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// The node a move goes to: `to` when it is live, not draining and not this one;

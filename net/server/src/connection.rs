@@ -291,10 +291,18 @@ where
         if self.ctx.events.send(event).is_err() {
             return Err(going_away(&self.ctx.fence));
         }
+        tokio::pin!(answer);
         let answer = tokio::select! {
             biased;
-            _ = shutdown_signal(&mut self.shutdown) => return Err(going_away(&self.ctx.fence)),
-            a = answer => a,
+            _ = shutdown_signal(&mut self.shutdown) => {
+                // An avatar rebound to this connection just before the shutdown must be
+                // given up again, or it would stay bound to a connection that never was.
+                if let Ok(Ok(shared)) = answer.as_mut().try_recv() {
+                    let _ = self.ctx.events.send(NetEvent::Gone { shared });
+                }
+                return Err(going_away(&self.ctx.fence));
+            }
+            a = &mut answer => a,
         };
         match answer {
             Ok(Ok(shared)) => {
@@ -385,7 +393,7 @@ where
                         Ok(None) => continue,
                         Err(stop) => return stop,
                     };
-                    if let Err(stop) = self.client_message(shared.client, &data).await {
+                    if let Err(stop) = self.client_message(shared.client, shared.connection, &data).await {
                         return stop;
                     }
                 }
@@ -394,21 +402,33 @@ where
     }
 
     /// One binary message from a joined client.
-    async fn client_message(&mut self, client: u32, data: &[u8]) -> Result<(), Stop> {
+    async fn client_message(&mut self, client: u32, connection: u64, data: &[u8]) -> Result<(), Stop> {
         let event = match protocol::decode_client(data) {
             Ok(ClientMessage::Input(m)) => {
                 if !self.in_sequence(m.seq) {
                     return Ok(());
                 }
-                NetEvent::Input { client, input: m }
+                NetEvent::Input {
+                    client,
+                    connection,
+                    input: m,
+                }
             }
             Ok(ClientMessage::Camera(m)) => {
                 if !self.in_sequence(m.seq) {
                     return Ok(());
                 }
-                NetEvent::Camera { client, camera: m }
+                NetEvent::Camera {
+                    client,
+                    connection,
+                    camera: m,
+                }
             }
-            Ok(ClientMessage::Ack { tick }) => NetEvent::Ack { client, tick },
+            Ok(ClientMessage::Ack { tick }) => NetEvent::Ack {
+                client,
+                connection,
+                tick,
+            },
             Ok(ClientMessage::Ping { nonce }) => return self.pong(nonce).await,
             Ok(ClientMessage::Hello { .. }) => return Err(self.policy("HELLO sent twice")),
             Err(e) => return Err(self.protocol_error(e)),

@@ -17,10 +17,16 @@ pub struct CloseRequest {
     pub reason: String,
 }
 
+/// Serial numbers of connections, so events from a connection that a reclaim replaced are
+/// told from its successor's (both speak for the same client id).
+static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
+
 /// What a connection task and the tick thread share about one client.
 #[derive(Debug)]
 pub struct ClientShared {
     pub client: u32,
+    /// This connection's serial number (unique in the process).
+    pub connection: u64,
     pub state_updates_dropped: AtomicU64,
     pub overflow_events: AtomicU64,
     pub queue_depth_hwm: AtomicUsize,
@@ -45,6 +51,7 @@ impl ClientShared {
     pub fn new(client: u32) -> ClientShared {
         ClientShared {
             client,
+            connection: NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed),
             state_updates_dropped: AtomicU64::new(0),
             overflow_events: AtomicU64::new(0),
             queue_depth_hwm: AtomicUsize::new(0),
@@ -127,12 +134,20 @@ pub enum NetEvent {
         reply: oneshot::Sender<Result<Arc<ClientShared>, ReclaimRefused>>,
     },
     /// INPUT, as the client sent it: the newest steering per tick wins; a cast in any of
-    /// them counts.
-    Input { client: u32, input: InputMsg },
+    /// them counts. `connection` is the sender's serial: a replaced one's are dropped.
+    Input {
+        client: u32,
+        connection: u64,
+        input: InputMsg,
+    },
     /// CAMERA, as the client sent it: the newest camera position per tick wins.
-    Camera { client: u32, camera: CameraMsg },
+    Camera {
+        client: u32,
+        connection: u64,
+        camera: CameraMsg,
+    },
     /// ACK: the newest acked tick per tick wins.
-    Ack { client: u32, tick: u32 },
+    Ack { client: u32, connection: u64, tick: u32 },
     /// The connection ended (for any reason). Its shared state tells it from a later
     /// connection that reclaimed the same client.
     Gone { shared: Arc<ClientShared> },

@@ -4,8 +4,10 @@
 //!
 //! A token is 128 random bits from the operating system, issued in WELCOME to a client that
 //! asked for one. The server keeps `blake3(token)` and forgets the token. A token is used
-//! up by the HELLO that presents it (the new WELCOME carries a new one), and dies with its
-//! avatar (the Leave after the grace, or a Leave of any kind). Nothing here enters the
+//! up by the HELLO that presents it (the new WELCOME carries a new one): it dies when the
+//! client acknowledges a snapshot on the new connection (proof that it has the new
+//! token), or at the next reclaim, so a drop in between does not cost the avatar. Tokens
+//! die with their avatar (the Leave after the grace, or a Leave of any kind). Nothing here enters the
 //! kernel: the world sees only the Leave, when the grace runs out.
 //!
 //! # The reclaim file (`<recording>.reclaim`, little-endian)
@@ -16,7 +18,7 @@
 //! | 4 | 4 | `version` (1) |
 //! | 8 | 4 | `tick`: the world's tick when the table was written |
 //! | 12 | 4 | `count` N |
-//! | 16 | 36 N | records: `client` u32, then the 32-byte token hash |
+//! | 16 | 36 N | records: `client` u32, then the 32-byte token hash; a client has one, or two right after a reclaim (its newest token first) |
 //! | 16 + 36 N | 32 | blake3 of every byte before it |
 //!
 //! Written whole to a temporary file and renamed over the old one, at most once a tick and
@@ -69,43 +71,73 @@ pub fn token_hash(token: &ReconnectToken) -> TokenHash {
     *blake3::hash(token).as_bytes()
 }
 
+/// A client's token hashes: its newest token's, and after a reclaim, until the client
+/// shows it received the WELCOME with that newest token (its first ACK), the one the
+/// reclaim presented: a connection that drops between the reclaim and that WELCOME must
+/// not cost the avatar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Held {
+    current: TokenHash,
+    previous: Option<TokenHash>,
+}
+
 /// The issued tokens' hashes, by client and by hash.
 #[derive(Debug, Default)]
 pub struct Tokens {
-    by_client: BTreeMap<u32, TokenHash>,
+    by_client: BTreeMap<u32, Held>,
     by_hash: HashMap<TokenHash, u32>,
     /// Changed since the last `take_changed`.
     changed: bool,
 }
 
 impl Tokens {
-    /// A new token for `client`, replacing any it had.
-    pub fn issue(&mut self, client: u32) -> std::io::Result<ReconnectToken> {
+    /// A new token for `client`. `used`: the hash its reclaim presented, which stays valid
+    /// until `confirm`; every other hash the client held dies.
+    pub fn issue(&mut self, client: u32, used: Option<TokenHash>) -> std::io::Result<ReconnectToken> {
         let mut token = [0u8; RECONNECT_TOKEN_BYTES];
         getrandom::fill(&mut token).map_err(|e| std::io::Error::other(e.to_string()))?;
-        self.insert(client, token_hash(&token));
+        let kept = used.filter(|h| self.by_hash.get(h) == Some(&client));
+        self.remove(client);
+        let held = Held {
+            current: token_hash(&token),
+            previous: kept,
+        };
+        self.insert(client, held);
         Ok(token)
     }
 
-    fn insert(&mut self, client: u32, hash: TokenHash) {
-        self.remove(client);
-        self.by_client.insert(client, hash);
-        self.by_hash.insert(hash, client);
+    fn insert(&mut self, client: u32, held: Held) {
+        self.by_hash.insert(held.current, client);
+        if let Some(p) = held.previous {
+            self.by_hash.insert(p, client);
+        }
+        self.by_client.insert(client, held);
         self.changed = true;
     }
 
-    /// Uses up `token`: the client it was issued to, which then holds no token.
-    pub fn take(&mut self, token: &ReconnectToken) -> Option<u32> {
-        let client = self.by_hash.remove(&token_hash(token))?;
-        self.by_client.remove(&client);
-        self.changed = true;
-        Some(client)
+    /// The client `token` was issued to, while it is valid.
+    pub fn holder(&self, token: &ReconnectToken) -> Option<(u32, TokenHash)> {
+        let hash = token_hash(token);
+        self.by_hash.get(&hash).map(|&c| (c, hash))
     }
 
-    /// Forgets `client`'s token (its avatar left).
+    /// The client got the WELCOME with its newest token: the one its reclaim used dies.
+    pub fn confirm(&mut self, client: u32) {
+        if let Some(held) = self.by_client.get_mut(&client) {
+            if let Some(p) = held.previous.take() {
+                self.by_hash.remove(&p);
+                self.changed = true;
+            }
+        }
+    }
+
+    /// Forgets `client`'s tokens (its avatar left).
     pub fn remove(&mut self, client: u32) {
-        if let Some(hash) = self.by_client.remove(&client) {
-            self.by_hash.remove(&hash);
+        if let Some(held) = self.by_client.remove(&client) {
+            self.by_hash.remove(&held.current);
+            if let Some(p) = held.previous {
+                self.by_hash.remove(&p);
+            }
             self.changed = true;
         }
     }
@@ -142,14 +174,17 @@ impl Tokens {
 
     /// The reclaim file's bytes for this table at `tick` (layout in the module doc).
     pub fn encode(&self, tick: u32) -> Vec<u8> {
-        let mut b = Vec::with_capacity(HEADER_BYTES + RECORD_BYTES * self.len() + CHECKSUM_BYTES);
+        let records = self.by_hash.len();
+        let mut b = Vec::with_capacity(HEADER_BYTES + RECORD_BYTES * records + CHECKSUM_BYTES);
         b.extend_from_slice(&RECLAIM_MAGIC);
         b.extend_from_slice(&RECLAIM_VERSION.to_le_bytes());
         b.extend_from_slice(&tick.to_le_bytes());
-        b.extend_from_slice(&(self.len() as u32).to_le_bytes());
-        for (client, hash) in &self.by_client {
-            b.extend_from_slice(&client.to_le_bytes());
-            b.extend_from_slice(hash);
+        b.extend_from_slice(&(records as u32).to_le_bytes());
+        for (client, held) in &self.by_client {
+            for hash in std::iter::once(&held.current).chain(held.previous.as_ref()) {
+                b.extend_from_slice(&client.to_le_bytes());
+                b.extend_from_slice(hash);
+            }
         }
         let sum = blake3::hash(&b);
         b.extend_from_slice(sum.as_bytes());
@@ -195,10 +230,21 @@ impl Tokens {
             let client = u32::from_le_bytes([r[0], r[1], r[2], r[3]]);
             let mut hash = [0u8; 32];
             hash.copy_from_slice(&r[4..]);
-            if t.by_client.contains_key(&client) || t.by_hash.contains_key(&hash) {
-                return Err(corrupted(format!("client {client} or its hash appears twice")));
+            if t.by_hash.contains_key(&hash) {
+                return Err(corrupted(format!("a hash of client {client} appears twice")));
             }
-            t.insert(client, hash);
+            let held = match t.by_client.get(&client) {
+                None => Held {
+                    current: hash,
+                    previous: None,
+                },
+                Some(h) if h.previous.is_none() => Held {
+                    previous: Some(hash),
+                    ..*h
+                },
+                Some(_) => return Err(corrupted(format!("client {client} has more than two records"))),
+            };
+            t.insert(client, held);
         }
         t.changed = false;
         Ok(t)
@@ -301,31 +347,51 @@ mod tests {
     #[test]
     fn tokens_are_used_up_and_die_with_their_client() {
         let mut t = Tokens::default();
-        let a = t.issue(1).unwrap();
-        let b = t.issue(2).unwrap();
+        let a = t.issue(1, None).unwrap();
+        let b = t.issue(2, None).unwrap();
         assert_ne!(a, b);
         assert!(t.take_changed());
-        assert_eq!(t.take(&a), Some(1));
-        assert_eq!(t.take(&a), None, "a token works once");
-        assert!(!t.has(1));
-        // A new token replaces the old one.
-        let b2 = t.issue(2).unwrap();
-        assert_eq!(t.take(&b), None);
-        t.remove(2);
-        assert_eq!(t.take(&b2), None, "a token dies with its avatar");
-        assert!(t.is_empty());
+        // A reclaim with `a`: a new token; `a` stays valid until the client confirms.
+        let (client, used) = t.holder(&a).unwrap();
+        assert_eq!(client, 1);
+        let a2 = t.issue(1, Some(used)).unwrap();
+        assert_eq!(t.holder(&a).map(|h| h.0), Some(1), "valid until confirmed");
+        assert_eq!(t.holder(&a2).map(|h| h.0), Some(1));
+        t.confirm(1);
+        assert_eq!(t.holder(&a), None, "a token works once");
+        // A reclaim with the previous token after a lost WELCOME: the unconfirmed newer one
+        // dies, the presented one stays until confirmed.
+        let (_, used) = t.holder(&a2).unwrap();
+        let a3 = t.issue(1, Some(used)).unwrap();
+        let (_, used) = t.holder(&a2).unwrap();
+        let a4 = t.issue(1, Some(used)).unwrap();
+        assert_eq!(t.holder(&a3), None);
+        assert!(t.holder(&a2).is_some() && t.holder(&a4).is_some());
+        // A token of another client is not kept as anyone's previous.
+        let (_, bh) = t.holder(&b).unwrap();
+        let a5 = t.issue(1, Some(bh)).unwrap();
+        assert_eq!(t.holder(&b).map(|h| h.0), Some(2));
+        assert_eq!(t.holder(&a2), None);
+        t.remove(1);
+        assert_eq!(t.holder(&a5), None, "tokens die with their avatar");
+        assert_eq!(t.len(), 1);
     }
 
     #[test]
     fn the_file_round_trips_and_refuses_damage() {
         let mut t = Tokens::default();
-        let tokens: Vec<_> = (1..=5).map(|c| t.issue(c * 10).unwrap()).collect();
+        let tokens: Vec<_> = (1..=5).map(|c| t.issue(c * 10, None).unwrap()).collect();
+        // Client 30 reclaimed and has not confirmed: two records.
+        let (_, used) = t.holder(&tokens[2]).unwrap();
+        let newer = t.issue(30, Some(used)).unwrap();
         let bytes = t.encode(777);
-        assert_eq!(bytes.len(), HEADER_BYTES + 5 * RECORD_BYTES + CHECKSUM_BYTES);
+        assert_eq!(bytes.len(), HEADER_BYTES + 6 * RECORD_BYTES + CHECKSUM_BYTES);
         let path = Path::new("x.reclaim");
-        let mut back = Tokens::decode(&bytes, path).unwrap();
+        let back = Tokens::decode(&bytes, path).unwrap();
         assert_eq!(back.clients().collect::<Vec<_>>(), vec![10, 20, 30, 40, 50]);
-        assert_eq!(back.take(&tokens[2]), Some(30));
+        assert_eq!(back.holder(&tokens[2]).map(|h| h.0), Some(30));
+        assert_eq!(back.holder(&newer).map(|h| h.0), Some(30));
+        assert_eq!(back.by_client[&30].current, token_hash(&newer));
         // Any flipped byte is caught; a truncated file is caught; a new version is not
         // called corrupted.
         for i in 0..bytes.len() {
@@ -354,7 +420,7 @@ mod tests {
         let w = ReclaimWriter::start(&rec).unwrap();
         let mut t = Tokens::default();
         for c in 1..=50 {
-            t.issue(c).unwrap();
+            t.issue(c, None).unwrap();
             w.publish(t.encode(c));
         }
         w.finish();

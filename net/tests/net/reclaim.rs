@@ -471,6 +471,25 @@ async fn players_reclaim_their_avatars_in_a_resumed_world() {
     }
     let second = resumed.recording_path().expect("recorded").to_path_buf();
     resumed.shutdown().await.expect("clean stop");
+    // In the resumed session's first tick, every carried avatar is steered to a stop.
+    let rec = Recording::open(&second).expect("resumed recording");
+    let first_tick = rec
+        .ticks_from(rec.first_tick())
+        .next()
+        .expect("a tick")
+        .expect("reads");
+    for p in &players {
+        assert!(
+            first_tick.inputs.inputs.iter().any(|i| matches!(
+                i,
+                Input::Steer { client, throttle: 0, .. } if *client == p.welcome.client_id
+            )),
+            "client {} stopped in tick {}: {:?}",
+            p.welcome.client_id,
+            first_tick.tick,
+            first_tick.inputs
+        );
+    }
     // In the resumed session: the token-less player left at once, the others never did.
     let leaves = |client| {
         recorded_inputs(&second, client)
@@ -490,4 +509,50 @@ async fn players_reclaim_their_avatars_in_a_resumed_world() {
             assert_eq!(frames.get(&(p.welcome.client_id, *tick)), Some(bytes));
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drop_before_the_new_welcome_arrives_does_not_cost_the_avatar() {
+    let server = common::start(common::small_config()).await;
+    let url = server.ws_url();
+    let mut p = Player::join(&url).await;
+    p.play(Duration::from_millis(200)).await;
+    drop(p.cut());
+    // A reclaim whose connection dies before its WELCOME is read: the client never got
+    // the new token, so the one it presented must still work.
+    let options = HelloOptions {
+        reclaim: Some(Reclaim {
+            token: p.token,
+            keeps_baselines: true,
+        }),
+        ..HelloOptions::default()
+    };
+    let mut ws = common::connect(&url).await;
+    common::send(
+        &mut ws,
+        protocol::encode_hello_with(PROTOCOL_VERSION, "re", &options),
+    )
+    .await;
+    let m = server.metrics().clone();
+    assert!(
+        common::wait_until(Duration::from_secs(3), || m.reclaims_taken_total.load(Relaxed)
+            == 1)
+        .await,
+        "the first reclaim was taken"
+    );
+    drop(ws);
+    assert!(
+        common::wait_until(Duration::from_secs(3), || m.clients_detached.load(Relaxed) == 1).await,
+        "detached again"
+    );
+    let first = p.token;
+    p.reclaim(&url, true, true).await;
+    p.play(Duration::from_millis(300)).await;
+    // Now the client has acknowledged a snapshot with its newest token: the old one died.
+    assert!(
+        reclaim_refused(&url, first).await,
+        "a confirmed reclaim's token is dead"
+    );
+    assert_eq!(m.clients.load(Relaxed), 1);
+    server.shutdown().await.expect("clean stop");
 }

@@ -353,18 +353,38 @@ impl Store {
     /// epoch with no server yet, and starts one when it sees it (`Store::handed_to`).
     /// False when the world is no longer `holder`'s.
     pub async fn hand_over(&self, id: &str, holder: &Holder, to: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        // Only to a node that will start it: live and not draining, checked in the same
+        // statement, so a drain or a death just before cannot strand the world there.
+        let sql = format!(
             "UPDATE worlds SET server_pid = NULL, ws_url = NULL, owner_node = $1, epoch = epoch + 1 \
-             WHERE id = $2 AND owner_node = $3 AND epoch = $4 AND created_unix_ms = $5",
+             WHERE id = $2 AND owner_node = $3 AND epoch = $4 AND created_unix_ms = $5 AND EXISTS \
+             (SELECT 1 FROM nodes WHERE nodes.id = $1 AND nodes.draining = 0 AND nodes.lease_expires_unix_ms > {})",
+            self.now_sql()
+        );
+        let done = sqlx::query(&sql)
+            .bind(to)
+            .bind(id)
+            .bind(&holder.node)
+            .bind(holder.epoch)
+            .bind(holder.created_unix_ms)
+            .execute(&self.pool)
+            .await
+            .map_err(q("hand world over"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Gives up a world handed to `node` that it could not start (it is draining, or full):
+    /// the next join on any node starts it. False when the world is no longer waiting there.
+    pub async fn release_handed(&self, id: &str, node: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE worlds SET owner_node = NULL, epoch = epoch + 1 \
+             WHERE id = $1 AND owner_node = $2 AND ws_url IS NULL",
         )
-        .bind(to)
         .bind(id)
-        .bind(&holder.node)
-        .bind(holder.epoch)
-        .bind(holder.created_unix_ms)
+        .bind(node)
         .execute(&self.pool)
         .await
-        .map_err(q("hand world over"))?;
+        .map_err(q("release a handed world"))?;
         Ok(done.rows_affected() == 1)
     }
 

@@ -52,6 +52,11 @@ pub(super) struct TickClient {
     /// Carried over a crash: what the client decoded may be ahead of the resumed world,
     /// so its first reclaim waits for a full snapshot whatever its HELLO says.
     pub baselines_unknown: bool,
+    /// The hash of the token this connection's reclaim presented: it stays valid (beside
+    /// the new one its WELCOME carries) until the client's first ACK shows it has the new.
+    pub token_used: Option<crate::reclaim::TokenHash>,
+    /// A new token went out in WELCOME and no ACK has confirmed it yet.
+    pub token_unconfirmed: bool,
     /// The kernel's sequence numbers for this client: steer, camera and cast share one counter.
     pub kernel_seq: u32,
     /// The newest INPUT of the tick (its cast flag is `pending_cast`'s business).
@@ -74,6 +79,8 @@ impl TickClient {
             closing: false,
             awaiting_full_snapshot: false,
             baselines_unknown: false,
+            token_used: None,
+            token_unconfirmed: false,
             kernel_seq: 0,
             pending_steer: None,
             pending_camera: None,
@@ -136,6 +143,9 @@ impl TickLoop {
             c.baselines_unknown = !carried.ended_cleanly;
             // The kernel remembers the last sequence it applied: continue above it.
             c.kernel_seq = self.world.players()[slot as usize].last_seq;
+            if !spectator {
+                self.carried_to_stop.push(client);
+            }
             self.metrics.clients_detached.fetch_add(1, Relaxed);
             joined_set(&self.metrics, |s| {
                 s.insert(client);
@@ -166,12 +176,12 @@ impl TickLoop {
         reply: oneshot::Sender<Result<Arc<ClientShared>, ReclaimRefused>>,
     ) {
         let m = self.metrics.clone();
-        let found = self.tokens.take(token).filter(|client| {
+        let found = self.tokens.holder(token).filter(|(client, _)| {
             self.clients
                 .get(client)
                 .is_some_and(|c| matches!(c.state, JoinState::Joined | JoinState::Detached { .. }))
         });
-        let Some(client) = found else {
+        let Some((client, used)) = found else {
             m.reclaims_refused_total.fetch_add(1, Relaxed);
             let _ = reply.send(Err(ReclaimRefused));
             return;
@@ -203,11 +213,13 @@ impl TickLoop {
             want_token: true,
             awaiting_full_snapshot: !keeps_baselines || c.baselines_unknown,
             kernel_seq: c.kernel_seq,
+            token_used: Some(used),
             ..TickClient::new(shared.clone(), queue)
         };
         if reply.send(Ok(shared)).is_err() {
             // The connection went while asking: it will never send Gone for this shared
-            // state, so the avatar is detached again here.
+            // state, so the avatar is detached again here, still under the token the
+            // client holds (no new one was issued).
             self.detach(client);
             return;
         }
@@ -284,6 +296,24 @@ impl TickLoop {
         }
     }
 
+    /// Steers to a stop the avatars a resumed world carried (they drive on with their last
+    /// steering otherwise), in the first tick, as a drop does.
+    pub(super) fn stop_carried(&mut self) {
+        for client in std::mem::take(&mut self.carried_to_stop) {
+            let Some(c) = self.clients.get_mut(&client) else {
+                continue;
+            };
+            let seq = c.next_seq();
+            self.inputs.inputs.push(Input::Steer {
+                client,
+                seq,
+                dir_x: 0,
+                dir_y: 0,
+                throttle: 0,
+            });
+        }
+    }
+
     /// Feeds the Leave of every detached player whose grace ends with the coming tick.
     pub(super) fn expire_grace(&mut self) {
         let next = self.world.tick().wrapping_add(1);
@@ -341,8 +371,11 @@ impl TickLoop {
         };
         let reconnect_token = match c.want_token {
             false => None,
-            true => match self.tokens.issue(client) {
-                Ok(t) => Some(t),
+            true => match self.tokens.issue(client, c.token_used.take()) {
+                Ok(t) => {
+                    c.token_unconfirmed = true;
+                    Some(t)
+                }
                 Err(e) => {
                     tracing::warn!(client, error = %e, "no reconnect token: the OS gave no random bytes");
                     None

@@ -81,6 +81,8 @@ pub struct TickLoop {
     world: World,
     /// Clients of an earlier session still in a resumed world: they leave in the first tick.
     leaving_clients: Vec<u32>,
+    /// Avatars of an earlier session kept for a reclaim: steered to a stop in the first tick.
+    carried_to_stop: Vec<u32>,
     settings: TickSettings,
     events: mpsc::Receiver<NetEvent>,
     metrics: Arc<Metrics>,
@@ -132,6 +134,7 @@ impl TickLoop {
         let mut l = TickLoop {
             world,
             leaving_clients: Vec::new(),
+            carried_to_stop: Vec::new(),
             settings,
             events,
             metrics,
@@ -148,6 +151,13 @@ impl TickLoop {
         l.carry(carried);
         l.publish_tokens(true);
         l
+    }
+
+    /// `client`'s state when `connection` is its current one.
+    fn current(&mut self, client: u32, connection: u64) -> Option<&mut TickClient> {
+        self.clients
+            .get_mut(&client)
+            .filter(|c| c.shared.connection == connection)
     }
 
     /// Hands the token table to the reclaim file's writer when it changed (or `always`).
@@ -277,6 +287,7 @@ impl TickLoop {
                 .drain(..)
                 .map(|client| Input::Leave { client }),
         );
+        self.stop_carried();
         self.expire_grace();
         for _ in 0..EVENTS_PER_TICK_MAX {
             let Ok(event) = self.events.try_recv() else {
@@ -304,20 +315,38 @@ impl TickLoop {
                     queue,
                     reply,
                 } => self.on_reclaim(&token, terrain_cached, keeps_baselines, queue, reply),
-                NetEvent::Input { client, input } => {
-                    if let Some(c) = self.clients.get_mut(&client) {
+                // A connection that a reclaim replaced no longer speaks for its client.
+                NetEvent::Input {
+                    client,
+                    connection,
+                    input,
+                } => {
+                    if let Some(c) = self.current(client, connection) {
                         c.pending_cast |= input.cast;
                         c.pending_steer = Some(input);
                     }
                 }
-                NetEvent::Camera { client, camera } => {
-                    if let Some(c) = self.clients.get_mut(&client) {
+                NetEvent::Camera {
+                    client,
+                    connection,
+                    camera,
+                } => {
+                    if let Some(c) = self.current(client, connection) {
                         c.pending_camera = Some(camera);
                     }
                 }
-                NetEvent::Ack { client, tick } => {
-                    if let Some(c) = self.clients.get_mut(&client) {
+                NetEvent::Ack {
+                    client,
+                    connection,
+                    tick,
+                } => {
+                    if let Some(c) = self.current(client, connection) {
                         c.pending_ack = Some(c.pending_ack.map_or(tick, |t| t.max(tick)));
+                        // An ACK names a snapshot, which only follows WELCOME: the client
+                        // has its new token, so the one its reclaim used is dead now.
+                        if std::mem::take(&mut c.token_unconfirmed) {
+                            self.tokens.confirm(client);
+                        }
                     }
                 }
                 NetEvent::Gone { shared } => self.on_gone(&shared),

@@ -99,7 +99,16 @@ fn moved_and_drained_worlds_keep_every_avatar_and_their_chain_verifies() {
         let (s, j) = post(source, &format!("/api/nodes/{from}/drain"), "").await;
         assert_eq!(s, 200, "{j}");
         assert_eq!(j["moved"].as_array().map(Vec::len), Some(1), "{j}");
-        assert_ne!(owner(&nodes, "mv").await, from);
+        let now = owner(&nodes, "mv").await;
+        assert_ne!(now, from);
+        // A draining node is no move target.
+        let (s, j) = post(
+            by_id(&nodes, &ids, &now),
+            "/api/worlds/mv/move",
+            &format!(r#"{{"to": "{from}"}}"#),
+        )
+        .await;
+        assert_eq!(s, 503, "a move to a draining node: {j}");
         let report = run.await.expect("bots");
         eprintln!("moves: {reports:?}");
         eprintln!(
