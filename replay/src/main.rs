@@ -98,6 +98,21 @@ enum Command {
         #[command(flatten)]
         session: SessionArgs,
     },
+    /// Hunt divergences: run seeded random cases (world, session, shard counts,
+    /// checkpoint, recording, tear) against the determinism oracles until the time is up.
+    /// Prints the run's seed; `--seed S` alone reruns the one case of seed S.
+    Sim {
+        /// Run for this many seconds (without it: the one case `--seed` names).
+        #[arg(long)]
+        seconds: Option<f64>,
+        /// The run's seed (default: drawn from the clock, and printed), or with no
+        /// `--seconds` the case's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Threads running cases (default: one per CPU).
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
     /// Replay speed side by side at several shard counts.
     Bench {
         #[command(flatten)]
@@ -484,6 +499,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Sim { seconds, seed, jobs } => sim(json, seconds, seed, jobs),
         Command::Bench { session, shards } => {
             let r = tools::bench(&session.options(1), &shards)?;
             if json {
@@ -511,4 +527,105 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `sim`: a timed run (its tally, exit 1 on any failure), or the one case of `--seed`.
+fn sim(json: bool, seconds: Option<f64>, seed: Option<u64>, jobs: Option<usize>) -> anyhow::Result<ExitCode> {
+    use migratory_replay::sim;
+    let Some(seconds) = seconds else {
+        let Some(seed) = seed else {
+            anyhow::bail!("give --seconds N for a run, or --seed S to rerun one case");
+        };
+        let case = sim::Case::from_seed(seed);
+        let result = sim::run_case(&case);
+        if json {
+            print_json(&serde_json::json!({
+                "seed": seed,
+                "cases": 1,
+                "failures": result.as_ref().err().into_iter().collect::<Vec<_>>(),
+            }));
+        } else {
+            out!("case {seed}: {case:?}");
+            match &result {
+                Ok(r) if r.unbuildable.is_some() => {
+                    out!("unbuildable world: {}", r.unbuildable.as_deref().unwrap_or(""))
+                }
+                Ok(r) => out!("passed every oracle ({} ticks)", r.ticks),
+                Err(f) => out!("FAILED {}: {} at tick {:?}", f.oracle.name(), f.detail, f.tick),
+            }
+        }
+        return Ok(if result.is_ok() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    };
+    let duration = Duration::try_from_secs_f64(seconds)
+        .map_err(|_| anyhow::anyhow!("--seconds must be a non-negative number, is {seconds}"))?;
+    let seed = seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    eprintln!("sim: seed {seed}, {seconds} s on {jobs} threads (rerun a failing case with --seed CASE_SEED)");
+    let tty = std::io::stderr().is_terminal();
+    let last = std::sync::Mutex::new(Instant::now());
+    let progress = |cases: u64, failures: usize| {
+        let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+        if tty && last.elapsed() > Duration::from_millis(250) {
+            *last = Instant::now();
+            eprint!("\r{cases} cases, {failures} failures");
+            let _ = std::io::stderr().flush();
+        }
+    };
+    let t = sim::run(
+        &sim::SimOptions {
+            seed,
+            duration,
+            jobs,
+            stop_at_failure: false,
+        },
+        &progress,
+    );
+    if tty {
+        eprintln!();
+    }
+    if json {
+        print_json(&t);
+    } else {
+        out!(
+            "{} cases in {:.1} s ({:.1} cases/s), {} failures, {} unbuildable worlds; seed {}",
+            t.cases,
+            t.seconds,
+            t.cases_per_s,
+            t.failures.len(),
+            t.unbuildable,
+            t.seed
+        );
+        out!(
+            "case sizes (min/median/max): ticks {:?}, boids {:?}, clients {:?}",
+            t.ticks,
+            t.boids,
+            t.clients
+        );
+        for (oracle, ms) in &t.ms_by_oracle {
+            out!("  {oracle}: {ms:.0} ms in all");
+        }
+        for f in &t.failures {
+            out!(
+                "FAILED case seed {}: {} at tick {:?}: {} (rerun: migratory-replay sim --seed {})",
+                f.seed,
+                f.oracle.name(),
+                f.tick,
+                f.detail,
+                f.seed
+            );
+        }
+    }
+    Ok(if t.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

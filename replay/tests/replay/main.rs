@@ -9,6 +9,7 @@ mod cli;
 mod damage;
 mod fault;
 mod roundtrip;
+mod sim;
 mod tools;
 
 use std::sync::OnceLock;

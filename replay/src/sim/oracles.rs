@@ -1,0 +1,361 @@
+//! A case run against its oracles. The case is driven once at one shard (its scripted
+//! players see that world's snapshots), which fixes every tick's inputs and roots; each
+//! oracle then checks one way the promise could break:
+//!
+//! - `invariants`: after every tick, boids counted and inside the world, active players
+//!   within the slots and inside the world, no snapshot over its byte budget;
+//! - `shards`: the same inputs at the case's other shard count give every tick's state
+//!   root and snapshots root (every client's snapshot bytes) equal;
+//! - `checkpoint`: a checkpoint saved at a random tick, restored at another shard count
+//!   and stepped with the same later inputs, equals the uninterrupted run at every tick;
+//! - `recording`: the run recorded, read back, holds the same inputs and roots and
+//!   replays to them;
+//! - `torn`: the recording cut at a random byte opens, recovers at least every block
+//!   written in full before the cut, its last tick's state equals the run's, and a world
+//!   resumed there with the same later inputs equals the run at every later tick.
+
+use std::time::{Duration, Instant};
+
+use migratory_kernel::{restore_checkpoint, save_checkpoint, Script, TickInputs, World};
+
+use super::case::{invalid_input, Case, Rng};
+use crate::{Recording, RecordingWriter};
+
+/// The oracles, in the order they run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Oracle {
+    Drive,
+    Invariants,
+    Shards,
+    Checkpoint,
+    Recording,
+    Torn,
+}
+
+impl Oracle {
+    pub const ALL: [Oracle; 6] = [
+        Oracle::Drive,
+        Oracle::Invariants,
+        Oracle::Shards,
+        Oracle::Checkpoint,
+        Oracle::Recording,
+        Oracle::Torn,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Oracle::Drive => "drive",
+            Oracle::Invariants => "invariants",
+            Oracle::Shards => "shards",
+            Oracle::Checkpoint => "checkpoint",
+            Oracle::Recording => "recording",
+            Oracle::Torn => "torn",
+        }
+    }
+}
+
+/// A case that broke an oracle: enough to rerun it (`sim --seed`) and to start looking.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Failure {
+    pub seed: u64,
+    pub oracle: Oracle,
+    /// The first tick at which it broke, when the oracle goes tick by tick.
+    pub tick: Option<u32>,
+    pub detail: String,
+}
+
+/// What a passing case did, and how long each oracle took.
+#[derive(Clone, Debug, Default)]
+pub struct CaseReport {
+    /// The world could not be built from the drawn config (a valid config whose terrain
+    /// has nowhere to spawn, say): nothing to check, and not a failure.
+    pub unbuildable: Option<String>,
+    pub ticks: u32,
+    pub boids: u32,
+    pub clients: u32,
+    pub time_by_oracle: Vec<(Oracle, Duration)>,
+}
+
+/// One tick of the driving run: its inputs and roots.
+struct Driven {
+    inputs: Vec<TickInputs>,
+    state_roots: Vec<[u8; 32]>,
+    snapshots_roots: Vec<[u8; 32]>,
+    recording: Vec<u8>,
+    /// `(tick, bytes written once that tick was recorded)`, from `(0, the header's bytes)`.
+    written: Vec<(u32, u64)>,
+    checkpoint: Vec<u8>,
+}
+
+/// Runs `case` against every oracle; the first failure stops it.
+pub fn run_case(case: &Case) -> Result<CaseReport, Failure> {
+    run_case_with(case, &mut |_| {})
+}
+
+/// `run_case` with a divergence planted in the run at the case's other shard count: boid
+/// `entity` nudged by a millimetre at `tick` (to show the oracles catch one).
+#[cfg(feature = "fault-injection")]
+pub fn run_case_with_fault(case: &Case, tick: u32, entity: u32) -> Result<CaseReport, Failure> {
+    run_case_with(case, &mut |w| w.inject_fault(tick, entity))
+}
+
+/// `run_case`, with `tamper` applied to the world at the case's other shard count before
+/// it steps (tests use it to plant a divergence and see the oracle catch it).
+fn run_case_with(case: &Case, tamper: &mut dyn FnMut(&mut World)) -> Result<CaseReport, Failure> {
+    let fail = |oracle, tick, detail: String| Failure {
+        seed: case.seed,
+        oracle,
+        tick,
+        detail,
+    };
+    let mut report = CaseReport {
+        ticks: case.ticks,
+        boids: case.config.boid_count,
+        clients: case.script.clients,
+        ..CaseReport::default()
+    };
+    let mut times = Vec::new();
+    let mut timed = |oracle, t0: Instant| times.push((oracle, t0.elapsed()));
+
+    let t0 = Instant::now();
+    if let Err(e) = World::new(case.config.clone(), 1) {
+        report.unbuildable = Some(e.to_string());
+        return Ok(report);
+    }
+    let driven = drive(case).map_err(|(tick, detail)| {
+        let oracle = if detail.starts_with("invariant") {
+            Oracle::Invariants
+        } else {
+            Oracle::Drive
+        };
+        fail(oracle, tick, detail)
+    })?;
+    timed(Oracle::Drive, t0);
+
+    let t0 = Instant::now();
+    let mut other = World::new(case.config.clone(), case.shards).map_err(|e| {
+        fail(
+            Oracle::Shards,
+            None,
+            format!("world at {} shards: {e}", case.shards),
+        )
+    })?;
+    tamper(&mut other);
+    let first = World::new(case.config.clone(), 1).map_err(|e| fail(Oracle::Shards, None, e.to_string()))?;
+    if other.state_root() != first.state_root() {
+        return Err(fail(Oracle::Shards, Some(0), "the initial states differ".into()));
+    }
+    step_and_compare(&mut other, &driven, 0).map_err(|(t, d)| fail(Oracle::Shards, Some(t), d))?;
+    timed(Oracle::Shards, t0);
+
+    let t0 = Instant::now();
+    let mut restored = restore_checkpoint(&driven.checkpoint, case.checkpoint_shards).map_err(|e| {
+        fail(
+            Oracle::Checkpoint,
+            Some(case.checkpoint_tick),
+            format!("restoring: {e}"),
+        )
+    })?;
+    if restored.state_root() != driven.state_roots[case.checkpoint_tick as usize - 1] {
+        return Err(fail(
+            Oracle::Checkpoint,
+            Some(case.checkpoint_tick),
+            "the restored state differs from the saved one".into(),
+        ));
+    }
+    step_and_compare(&mut restored, &driven, case.checkpoint_tick)
+        .map_err(|(t, d)| fail(Oracle::Checkpoint, Some(t), d))?;
+    timed(Oracle::Checkpoint, t0);
+
+    let t0 = Instant::now();
+    check_recording(case, &driven).map_err(|(t, d)| fail(Oracle::Recording, t, d))?;
+    timed(Oracle::Recording, t0);
+
+    let t0 = Instant::now();
+    check_torn(case, &driven).map_err(|(t, d)| fail(Oracle::Torn, t, d))?;
+    timed(Oracle::Torn, t0);
+    report.time_by_oracle = times;
+    Ok(report)
+}
+
+type TickError = (Option<u32>, String);
+
+/// The driving run at one shard: the scripted players and the invalid inputs, every
+/// tick's roots, the recording of it all, and the checkpoint at the case's tick.
+fn drive(case: &Case) -> Result<Driven, TickError> {
+    let mut world = World::new(case.config.clone(), 1).map_err(|e| (None, e.to_string()))?;
+    let mut script = Script::new(case.script.clone());
+    let mut r = Rng::new(case.seed ^ 0x5eed);
+    let mut writer = RecordingWriter::new(Vec::new(), &world, 1, case.writer.clone())
+        .map_err(|e| (None, format!("recording: {e}")))?;
+    let mut d = Driven {
+        inputs: Vec::with_capacity(case.ticks as usize),
+        state_roots: Vec::new(),
+        snapshots_roots: Vec::new(),
+        recording: Vec::new(),
+        written: Vec::new(),
+        checkpoint: Vec::new(),
+    };
+    d.written.push((0, writer.bytes_written()));
+    let mut inputs = TickInputs::default();
+    for _ in 0..case.ticks {
+        script.next_inputs(&world, world.output(), &mut inputs);
+        let tick = world.tick() + 1;
+        if r.chance(u64::from(case.invalid_per_mille)) {
+            inputs
+                .inputs
+                .push(invalid_input(&mut r, tick, case.script.clients));
+        }
+        let out = world.step(&inputs);
+        d.state_roots.push(out.state_root);
+        d.snapshots_roots.push(out.snapshots_root);
+        let out = world.output();
+        writer
+            .record_tick(&inputs, out, &world)
+            .map_err(|e| (Some(tick), format!("recording: {e}")))?;
+        d.written.push((tick, writer.bytes_written()));
+        check_invariants(&world).map_err(|e| (Some(tick), format!("invariant: {e}")))?;
+        if tick == case.checkpoint_tick {
+            d.checkpoint = save_checkpoint(&world);
+        }
+        d.inputs.push(inputs.clone());
+    }
+    d.recording = writer
+        .finish_with_checkpoint(&world)
+        .map_err(|e| (None, format!("finishing the recording: {e}")))?;
+    Ok(d)
+}
+
+/// What must hold after every tick.
+fn check_invariants(world: &World) -> Result<(), String> {
+    let c = world.config();
+    let size = c.world_size_mm as i32;
+    let boids = world.boids();
+    if boids.len() != c.boid_count as usize {
+        return Err(format!("{} boids, the config says {}", boids.len(), c.boid_count));
+    }
+    if let Some((id, b)) = boids
+        .iter()
+        .enumerate()
+        .find(|(_, b)| !(0..size).contains(&b.x_mm) || !(0..size).contains(&b.y_mm))
+    {
+        return Err(format!("boid {id} outside the world at ({}, {})", b.x_mm, b.y_mm));
+    }
+    let active: Vec<_> = world.players().iter().filter(|p| p.active).collect();
+    if active.len() > c.client_slots_max as usize {
+        return Err(format!(
+            "{} players in {} slots",
+            active.len(),
+            c.client_slots_max
+        ));
+    }
+    if let Some(p) = active
+        .iter()
+        .find(|p| !(0..size).contains(&p.x_mm) || !(0..size).contains(&p.y_mm))
+    {
+        return Err(format!(
+            "client {} outside the world at ({}, {})",
+            p.client, p.x_mm, p.y_mm
+        ));
+    }
+    let cap = c.snapshot_budget_cap_bytes() as usize;
+    if let Some(s) = world.output().snapshots().find(|s| s.bytes.len() > cap.max(64)) {
+        return Err(format!(
+            "client {}'s snapshot is {} bytes, over its {cap}-byte budget",
+            s.client,
+            s.bytes.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Steps `world` (at tick `from`) through the driven inputs after `from`, comparing every
+/// tick's roots with the driving run's.
+fn step_and_compare(world: &mut World, d: &Driven, from: u32) -> Result<(), (u32, String)> {
+    for (i, inputs) in d.inputs.iter().enumerate().skip(from as usize) {
+        let out = world.step(inputs);
+        let tick = out.tick;
+        if out.state_root != d.state_roots[i] {
+            return Err((tick, "state roots differ".into()));
+        }
+        if out.snapshots_root != d.snapshots_roots[i] {
+            return Err((tick, "snapshot bytes differ (snapshots roots)".into()));
+        }
+    }
+    Ok(())
+}
+
+/// The recording read back: the same inputs and roots, and a replay at the case's shard
+/// count reaches them.
+fn check_recording(case: &Case, d: &Driven) -> Result<(), TickError> {
+    let rec =
+        Recording::from_bytes(d.recording.clone()).map_err(|e| (None, format!("reading it back: {e}")))?;
+    if rec.end.is_none() || rec.last_tick() != case.ticks {
+        return Err((
+            None,
+            format!("it ends at tick {} without a clean end", rec.last_tick()),
+        ));
+    }
+    let mut world = rec
+        .start_world(case.checkpoint_shards)
+        .map_err(|e| (None, e.to_string()))?;
+    for t in rec.ticks_from(rec.first_tick()) {
+        let t = t.map_err(|e| (None, e.to_string()))?;
+        let i = t.tick as usize - 1;
+        if t.inputs != d.inputs[i]
+            || t.state_root != d.state_roots[i]
+            || t.snapshots_root != d.snapshots_roots[i]
+        {
+            return Err((Some(t.tick), "the recorded tick is not the one run".into()));
+        }
+        if world.step(&t.inputs).state_root != t.state_root {
+            return Err((
+                Some(t.tick),
+                "the replay's state root is not the recorded one".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The recording cut at the case's byte: what was written in full before the cut is
+/// recovered, and the world resumed at the recovered tick goes on as the run did.
+fn check_torn(case: &Case, d: &Driven) -> Result<(), TickError> {
+    let cut = (d.recording.len() as u64 * u64::from(case.tear_per_mille) / 1000) as usize;
+    // The last tick whose block was written (the bytes grew with it) wholly before the cut.
+    let complete = d
+        .written
+        .windows(2)
+        .rev()
+        .find(|w| w[1].1 > w[0].1 && w[1].1 as usize <= cut)
+        .map(|w| w[1].0);
+    let rec = match Recording::from_bytes(d.recording[..cut].to_vec()) {
+        Ok(rec) => rec,
+        // Before its first block is complete a recording has nothing to recover.
+        Err(_) if complete.is_none() => return Ok(()),
+        Err(e) => {
+            return Err((
+                complete,
+                format!("cut at byte {cut} of {}: {e}", d.recording.len()),
+            ))
+        }
+    };
+    let last = rec.last_tick();
+    if complete.is_some_and(|t| last < t) {
+        return Err((
+            Some(last),
+            format!("cut at byte {cut}: recovered to tick {last}, but tick {complete:?} was complete"),
+        ));
+    }
+    if last == 0 {
+        return Ok(());
+    }
+    let mut world = rec
+        .world_at(last, case.checkpoint_shards)
+        .map_err(|e| (Some(last), format!("resuming at the recovered tick: {e}")))?;
+    if world.state_root() != d.state_roots[last as usize - 1] {
+        return Err((Some(last), "the recovered state is not the run's".into()));
+    }
+    step_and_compare(&mut world, d, last).map_err(|(t, e)| (Some(t), format!("resumed: {e}")))
+}
