@@ -97,6 +97,8 @@ pub(crate) fn internal_router(fleet: Arc<Fleet>) -> Router {
             "/internal/worlds/{id}/segment",
             post(segment).layer(axum::extract::DefaultBodyLimit::max(CHUNK_BYTES_MAX)),
         )
+        .route("/internal/worlds/{id}/resume", get(resume))
+        .route("/internal/worlds/{id}/resume/reclaim", get(resume_reclaim))
         .route(
             "/internal/worlds/{id}/reclaim",
             post(reclaim).layer(axum::extract::DefaultBodyLimit::max(
@@ -639,4 +641,44 @@ async fn reclaim(
         )
             .into_response(),
     })
+}
+
+/// `GET /internal/worlds/{id}/resume` with the server's token: the segment it resumes
+/// from, for a server that shares no disk with this node (an allocated GameServer); 204
+/// when it starts fresh.
+async fn resume(State(fleet): State<Arc<Fleet>>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    resume_file(&fleet, &id, &headers, |p| p.to_path_buf()).await
+}
+
+/// `GET /internal/worlds/{id}/resume/reclaim`: that segment's reclaim file (204: none).
+async fn resume_reclaim(
+    State(fleet): State<Arc<Fleet>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    resume_file(&fleet, &id, &headers, migratory_wire::fleet::reclaim_path).await
+}
+
+async fn resume_file(
+    fleet: &Fleet,
+    id: &str,
+    headers: &HeaderMap,
+    which: impl FnOnce(&std::path::Path) -> std::path::PathBuf,
+) -> Response {
+    let grant = match fleet.grant_for(id, bearer(headers)) {
+        Ok(g) => g,
+        Err(check) => return refused(check, id),
+    };
+    let Some(path) = grant.content.resume_from.as_deref().map(which) else {
+        return StatusCode::NO_CONTENT.into_response();
+    };
+    match tokio::fs::read(&path).await {
+        Ok(bytes) => ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => FleetError::Io {
+            context: format!("reading {}", path.display()),
+            source: e,
+        }
+        .into_response(),
+    }
 }

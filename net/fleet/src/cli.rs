@@ -120,6 +120,23 @@ struct ServeArgs {
     /// Run at most this many world servers at once (a join that would start one more is a 503).
     #[arg(long, default_value_t = crate::WorldLimits::default().worlds_running_max, value_name = "N")]
     worlds_running_max: u32,
+    /// Where world servers come from: `process` (forked here) or `agones` (allocated from
+    /// an Agones Fleet through the Kubernetes API; needs --database-url and --agones-fleet-url).
+    #[arg(long, default_value = "process", value_parser = ["process", "agones"])]
+    allocator: String,
+    /// The Kubernetes API over plain HTTP (a `kubectl proxy` sidecar).
+    #[arg(long, default_value = "http://127.0.0.1:8001", value_name = "URL")]
+    agones_api_url: String,
+    /// The namespace of the Agones Fleet.
+    #[arg(long, default_value = "default", value_name = "NS")]
+    agones_namespace: String,
+    /// The Agones Fleet whose GameServers serve worlds.
+    #[arg(long, default_value = "migratory", value_name = "NAME")]
+    agones_fleet: String,
+    /// This node's internal routes as the GameServers reach them (e.g. http://fleet-a:7301,
+    /// with --internal-listen 0.0.0.0:7301).
+    #[arg(long, value_name = "URL")]
+    agones_fleet_url: Option<String>,
 }
 
 fn seconds(name: &str, v: f64) -> anyhow::Result<Duration> {
@@ -188,6 +205,21 @@ fn options(args: ServeArgs) -> anyhow::Result<FleetOptions> {
     );
     o.lease = Duration::from_secs_f64(args.lease_seconds);
     o.ship_interval = seconds("ship-interval-seconds", args.ship_interval_seconds)?;
+    if args.allocator == "agones" {
+        anyhow::ensure!(
+            o.database_url.is_some(),
+            "--allocator agones needs --database-url: an allocated server shares no disk with this node, so its segments live in the store"
+        );
+        let Some(fleet_url) = args.agones_fleet_url else {
+            anyhow::bail!("--allocator agones needs --agones-fleet-url: where the GameServers reach this node's internal routes");
+        };
+        o.agones = Some(crate::agones::AgonesOptions {
+            api_url: args.agones_api_url,
+            namespace: args.agones_namespace,
+            fleet: args.agones_fleet,
+            fleet_url,
+        });
+    }
     anyhow::ensure!(
         (1..=1000).contains(&args.tick_budget_percent),
         "--tick-budget-percent must be 1 to 1000"

@@ -4,7 +4,8 @@
 //! a crash or a kill loses no state. The reference is `net/fleet/FLEET.md`.
 //!
 //! Modules, top-down (each uses only those below it): `cli` (the command line), `serve`
-//! (`start`: store, node registration, reconcile, bind, reaper, heartbeat), `api` (the
+//! (`start`: store, node registration, reconcile, bind, reaper, heartbeat), `agones`
+//! (world servers allocated from an Agones Fleet instead of forked), `api` (the
 //! HTTP front), `auth` (roles and their tokens: admin, reader, player), `metrics` (the node's `/metrics` and
 //! the world servers' discovery list), `node` (this node's lease), `limits` (what a world may ask for, and a tick cost model), `shipping`
 //! (segments on this disk or in the shared store), `moving` (a live world moved to another
@@ -19,6 +20,7 @@
 //! its current epoch changes the world's row or appends to its segments. It does not link the game server: it runs it, and speaks to it only
 //! through `migratory-wire`'s contracts.
 
+pub mod agones;
 mod api;
 mod auth;
 pub mod cli;

@@ -48,6 +48,8 @@ pub struct FleetOptions {
     pub lease: Duration,
     /// With a shared store, how often world servers ship their recordings to it.
     pub ship_interval: Duration,
+    /// Allocate world servers from an Agones Fleet instead of forking them (PostgreSQL only).
+    pub agones: Option<crate::agones::AgonesOptions>,
 }
 
 /// Longest `--lease-seconds`: a dead node's worlds wait this long for a takeover.
@@ -78,6 +80,7 @@ impl FleetOptions {
             world_bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             lease: Duration::from_secs(5),
             ship_interval: Duration::from_millis(250),
+            agones: None,
         }
     }
 }

@@ -63,7 +63,14 @@ impl std::fmt::Display for ExitInfo {
     }
 }
 
-/// A running (or exited) child.
+/// A world server this node did not fork (an allocated Agones GameServer): what a signal
+/// means to it is the implementor's to carry out.
+pub trait Remote: Send + Sync + std::fmt::Debug {
+    fn signal(&self, sig: i32);
+}
+
+/// A running (or exited) child, or a remote server driven through `Remote` (pid 0, no
+/// output, no log).
 #[derive(Debug)]
 pub struct ChildProc {
     pub pid: u32,
@@ -71,6 +78,7 @@ pub struct ChildProc {
     pub stdout_lines: mpsc::UnboundedReceiver<String>,
     exit: watch::Receiver<Option<ExitInfo>>,
     shared: Arc<ChildShared>,
+    remote: Option<Arc<dyn Remote>>,
 }
 
 #[derive(Debug, Default)]
@@ -86,8 +94,26 @@ struct ChildShared {
 }
 
 impl ChildProc {
+    /// A remote server: signals go to `remote`, its exit comes through `exit`.
+    pub fn remote(remote: Arc<dyn Remote>, exit: watch::Receiver<Option<ExitInfo>>) -> ChildProc {
+        ChildProc {
+            pid: 0,
+            stdout_lines: mpsc::unbounded_channel().1,
+            exit,
+            shared: Arc::default(),
+            remote: Some(remote),
+        }
+    }
+
     /// Sends `sig` unless the child has exited; false when it had.
     pub fn signal(&self, sig: i32) -> bool {
+        if let Some(remote) = &self.remote {
+            if self.exit_info().is_some() {
+                return false;
+            }
+            remote.signal(sig);
+            return true;
+        }
         let exited = self.shared.exited.lock().unwrap_or_else(|e| e.into_inner());
         if *exited {
             return false;
@@ -247,6 +273,7 @@ fn spawn_now(spec: SpawnSpec) -> std::io::Result<ChildProc> {
         stdout_lines: lines_rx,
         exit: exit_rx,
         shared,
+        remote: None,
     })
 }
 

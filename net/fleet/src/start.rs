@@ -88,7 +88,10 @@ impl Fleet {
                     segment_seq,
                 },
             });
-        let result = self.spawn_ready(id, &files, token, generation).await;
+        let result = match &self.options.agones {
+            None => self.spawn_ready(id, &files, token, generation).await,
+            Some(a) => self.allocate_ready(id, a, token).await,
+        };
         let (child, ws_url) = match result {
             Ok(x) => x,
             Err(e) => {
@@ -99,6 +102,7 @@ impl Fleet {
         let registered = self
             .register(id, &child, &ws_url, &holder, (segment_seq, resumed_from_seq))
             .await;
+
         let (ws_url, status_url, segment_seq, start_tick) = match registered {
             Ok(r) => r,
             Err(e) => {
@@ -166,17 +170,30 @@ impl Fleet {
             std::net::IpAddr::V6(ip) => format!("[{ip}]"),
             ip => ip.to_string(),
         };
+        // An allocated server is reached where Agones says, by this node and by clients.
+        let (local, public_host) = match (&self.options.agones, ws_host(ws_url)) {
+            (Some(_), Some(pod)) => (pod.to_string(), pod.to_string()),
+            _ => (local, bracketed(&self.options.advertise_host)),
+        };
         let status_url = format!("http://{local}:{port}{STATUS_PATH}");
-        let public_url = format!("ws://{}:{port}{path}", bracketed(&self.options.advertise_host));
+        let public_url = format!("ws://{public_host}:{port}{path}");
         let status = self
             .status(&status_url)
             .await
             .map_err(|e| unavailable(format!("its /status did not answer: {e}")))?;
         let segment_seq = match &status.recording {
             Some(path) => {
-                let rel = path
+                // An allocated server's recording is on its pod: the store's copy is
+                // written into this node's folder for the world whenever it is needed.
+                let local = match (&self.options.agones, path.file_name()) {
+                    (Some(_), Some(name)) => WorldFiles::new(&self.options.data_dir, id)
+                        .segments_dir()
+                        .join(name),
+                    _ => path.clone(),
+                };
+                let rel = local
                     .strip_prefix(&self.options.data_dir)
-                    .unwrap_or(path)
+                    .unwrap_or(&local)
                     .display()
                     .to_string();
                 let opened = self
@@ -268,6 +285,53 @@ impl Fleet {
             reason: failure,
             log_tail: child.log_tail(),
         })
+    }
+}
+
+/// The host of `ws://HOST:PORT/...` (brackets kept).
+fn ws_host(ws_url: &str) -> Option<&str> {
+    let authority = ws_url.strip_prefix("ws://")?.split('/').next()?;
+    Some(authority.rsplit_once(':')?.0)
+}
+
+impl Fleet {
+    /// Allocates a GameServer for the world from the Agones Fleet and waits until it
+    /// serves (it loads the world after the allocation): its `/status` answers.
+    pub(crate) async fn allocate_ready(
+        &self,
+        id: &str,
+        agones: &crate::agones::AgonesOptions,
+        token: String,
+    ) -> Result<(ChildProc, String), FleetError> {
+        let unavailable = |reason: String| FleetError::Unavailable {
+            world: id.to_string(),
+            reason,
+            log_tail: Vec::new(),
+        };
+        let allocated = agones
+            .allocate(id, &token)
+            .await
+            .map_err(|e| unavailable(format!("allocating a GameServer: {e}")))?;
+        let host = bracketed(&allocated.address);
+        let status_url = format!("http://{host}:{}{STATUS_PATH}", allocated.port);
+        let deadline = tokio::time::Instant::now() + self.options.ready_timeout;
+        while self.status(&status_url).await.is_err() {
+            if tokio::time::Instant::now() >= deadline {
+                if let Err(e) = agones.delete(&allocated.name).await {
+                    tracing::warn!(world = %id, gameserver = %allocated.name, error = %e, "deleting a GameServer that never served failed");
+                }
+                return Err(unavailable(format!(
+                    "GameServer `{}` was allocated but did not serve within {:.1} s (it was deleted)",
+                    allocated.name,
+                    self.options.ready_timeout.as_secs_f64()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tracing::info!(world = %id, gameserver = %allocated.name, address = %allocated.address, port = allocated.port, "GameServer allocated and serving");
+        let ws_url = format!("ws://{host}:{}/ws", allocated.port);
+        let (pod, exit) = crate::agones::Pod::watch(agones.clone(), allocated, token);
+        Ok((ChildProc::remote(pod, exit), ws_url))
     }
 }
 

@@ -14,8 +14,8 @@
 //! | call                                   | when                                          |
 //! |----------------------------------------|-----------------------------------------------|
 //! | `POST /health`                         | every `health_period_seconds`, from the start |
-//! | `POST /ready`                          | once the server is ready                      |
-//! | `GET /gameserver`                      | every second until the state is `Allocated`   |
+//! | `POST /ready`                          | once the server is ready (a spare: at once)   |
+//! | `GET /gameserver`                      | every second until the state is `Allocated` (a spare: every 100 ms, then it reads its world from the annotations) |
 //! | `POST /v1beta1/lists/players:addValue` | a client joined (`{"value": "<client id>"}`)  |
 //! | `POST /v1beta1/lists/players:removeValue` | it left                                    |
 //! | `POST /shutdown`                       | allocated and idle too long; the server then stops itself |
@@ -46,6 +46,8 @@ const RETRY_PAUSE: Duration = Duration::from_millis(250);
 pub enum AgonesError {
     #[error("{SDK_PORT_ENV}=`{value}` is not a port number")]
     BadPort { value: String },
+    #[error("allocated without the annotation `{annotation}`: not a Migratory fleet's allocation")]
+    NotAFleetAllocation { annotation: &'static str },
     #[error("the Agones sidecar did not accept {call} within {seconds} s: {last_error}")]
     Unanswered {
         call: &'static str,
@@ -87,6 +89,8 @@ struct Sdk {
 pub const PLAYERS_LIST: &str = "players";
 /// How often the GameServer's state is read until it is `Allocated`.
 const STATE_POLL: Duration = Duration::from_secs(1);
+/// The same, for a spare waiting for its world: a join waits on it.
+const ALLOCATION_POLL: Duration = Duration::from_millis(100);
 /// The longest one SDK call may take: the sidecar is on the same pod, and a slow one must
 /// not hold up the players List or the idle clock for long.
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
@@ -169,6 +173,59 @@ impl Sdk {
     }
 }
 
+/// What an allocating fleet wrote on this GameServer: the world to serve, where to read
+/// it, and the token for it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Allocation {
+    pub world_id: String,
+    pub fleet_url: String,
+    pub token: String,
+}
+
+impl std::fmt::Debug for Allocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the token.
+        f.debug_struct("Allocation")
+            .field("world_id", &self.world_id)
+            .field("fleet_url", &self.fleet_url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A spare in a fleet's pool: `Ready` with no world, then waits until the GameServer is
+/// `Allocated` and returns what the allocation's annotations say to serve. Missing
+/// annotations are an error (the allocation was not a fleet's).
+pub async fn await_allocation(sdk_port: u16, settings: &AgonesSection) -> Result<Allocation, AgonesError> {
+    use migratory_wire::fleet::{ANNOTATION_FLEET_URL, ANNOTATION_TOKEN, ANNOTATION_WORLD};
+    let sdk = Sdk::new(sdk_port, settings);
+    sdk.call("/ready", json!({})).await?;
+    tracing::info!("Agones: Ready with no world; waiting to be allocated");
+    loop {
+        match sdk.get("/gameserver").await {
+            Ok(gs) if gs["status"]["state"] == "Allocated" => {
+                let notes = &gs["object_meta"]["annotations"];
+                let get = |key: &'static str| {
+                    notes[key]
+                        .as_str()
+                        .filter(|v| !v.is_empty())
+                        .map(str::to_string)
+                        .ok_or(AgonesError::NotAFleetAllocation { annotation: key })
+                };
+                let allocation = Allocation {
+                    world_id: get(ANNOTATION_WORLD)?,
+                    fleet_url: get(ANNOTATION_FLEET_URL)?,
+                    token: get(ANNOTATION_TOKEN)?,
+                };
+                tracing::info!(world = %allocation.world_id, fleet = %allocation.fleet_url, "Agones: Allocated");
+                return Ok(allocation);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, "Agones: reading the GameServer failed"),
+        }
+        tokio::time::sleep(ALLOCATION_POLL).await;
+    }
+}
+
 /// Starts the `Health` calls, from process start: they run until the task is aborted
 /// (the process ends). Call it before the world is built.
 pub fn spawn_health(sdk_port: u16, settings: &AgonesSection) -> tokio::task::JoinHandle<()> {
@@ -195,13 +252,16 @@ pub fn spawn(
     sdk_port: u16,
     settings: &AgonesSection,
 ) -> tokio::task::JoinHandle<Result<(), AgonesError>> {
+    // A spare that was allocated is Ready and Allocated already: a second Ready would put
+    // it back in the pool.
+    let ready_sent = settings.await_allocation;
     let sdk = Sdk::new(sdk_port, settings);
     let idle_shutdown = (settings.idle_shutdown_seconds > 0.0)
         .then(|| Duration::from_secs_f64(settings.idle_shutdown_seconds));
     let metrics = handle.metrics().clone();
     let stopper = handle.stopper();
     tokio::spawn(async move {
-        let result = run(sdk, metrics, stopper.clone(), idle_shutdown).await;
+        let result = run(sdk, metrics, stopper.clone(), idle_shutdown, ready_sent).await;
         if let Err(e) = &result {
             // Without Ready the GameServer is never allocated; a server that still sent
             // Health would sit in the pool for ever. It stops, so Agones replaces it.
@@ -217,9 +277,12 @@ async fn run(
     metrics: Arc<Metrics>,
     stopper: Stopper,
     idle_shutdown: Option<Duration>,
+    ready_sent: bool,
 ) -> Result<(), AgonesError> {
-    sdk.call("/ready", json!({})).await?;
-    tracing::info!("Agones: Ready");
+    if !ready_sent {
+        sdk.call("/ready", json!({})).await?;
+        tracing::info!("Agones: Ready");
+    }
     let mut reported = BTreeSet::new();
     // The idle clock starts when the GameServer is allocated: before that it is a spare
     // in the Fleet's pool, and shutting it down would only make Agones start another.

@@ -165,8 +165,6 @@ fn apply_fleet_content(
     url: &str,
     world: &str,
 ) -> anyhow::Result<Option<crate::ship::ShipTarget>> {
-    use migratory_wire::fleet::{content_url, WorldContent};
-    use migratory_wire::http;
     let mut token = String::new();
     std::io::stdin()
         .read_line(&mut token)
@@ -177,12 +175,33 @@ fn apply_fleet_content(
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let response = runtime
-        .block_on(
-            http::Request::new(http::Method::GET, content_url(url, world))
-                .bearer(token)
-                .send(),
-        )
+    let (resume_from, ship) = runtime.block_on(load_fleet_world(config, url, world, token, true))?;
+    args.resume_from = resume_from;
+    Ok(ship)
+}
+
+/// Reads world `world`'s content from the fleet at `url` with `token` and applies it to
+/// `config`: the world, the recording's block length, and (with `shared_disk`, a child of
+/// the fleet's own node) its recording folder. Returns the segment to resume from (an
+/// allocated GameServer, which shares no disk with the fleet, downloads it and its reclaim
+/// file into its own recording folder) and where to ship the recording.
+async fn load_fleet_world(
+    config: &mut ServerConfig,
+    url: &str,
+    world: &str,
+    token: &str,
+    shared_disk: bool,
+) -> anyhow::Result<(Option<PathBuf>, Option<crate::ship::ShipTarget>)> {
+    use migratory_wire::fleet::{content_url, reclaim_path, resume_reclaim_url, resume_url, WorldContent};
+    use migratory_wire::http;
+    let get = |target: String| {
+        http::Request::new(http::Method::GET, target)
+            .bearer(token.to_string())
+            .timeout(std::time::Duration::from_secs(60))
+            .send()
+    };
+    let response = get(content_url(url, world))
+        .await
         .context("reading the world's content from the fleet")?;
     anyhow::ensure!(
         response.is_success(),
@@ -197,19 +216,45 @@ fn apply_fleet_content(
         content.world_id
     );
     config.world = serde_json::from_value(content.config).context("the fleet's world config")?;
-    config.server.recording.dir = content.record_dir;
+    if shared_disk {
+        config.server.recording.dir = content.record_dir;
+    }
     if let Some(ticks) = content.record_block_ticks {
         config.server.recording.block_ticks = ticks;
     }
     config.validate()?;
-    args.resume_from = content.resume_from;
-    Ok(content.ship_interval_ms.map(|ms| crate::ship::ShipTarget {
+    let ship = content.ship_interval_ms.map(|ms| crate::ship::ShipTarget {
         fleet_url: url.to_string(),
         world_id: world.to_string(),
         token: token.to_string(),
         interval: std::time::Duration::from_millis(ms.max(1)),
         deadline: content.ship_deadline_ms.map(std::time::Duration::from_millis),
-    }))
+    });
+    if shared_disk || content.resume_from.is_none() {
+        return Ok((content.resume_from, ship));
+    }
+    // No shared disk: the segment comes over the wire, into this server's folder.
+    let dir = &config.server.recording.dir;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(format!("resume-{world}.mrec"));
+    for (target, file) in [
+        (resume_url(url, world), path.clone()),
+        (resume_reclaim_url(url, world), reclaim_path(&path)),
+    ] {
+        let r = get(target)
+            .await
+            .context("reading the segment to resume from the fleet")?;
+        anyhow::ensure!(
+            r.is_success(),
+            "the fleet refused world `{world}`'s segment: {} {}",
+            r.status,
+            r.text().trim()
+        );
+        if r.status != 204 {
+            std::fs::write(&file, &r.body).with_context(|| format!("writing {}", file.display()))?;
+        }
+    }
+    Ok((Some(path), ship))
 }
 
 fn debug_enabled() -> bool {
@@ -300,10 +345,21 @@ fn serve(
         let health = agones
             .as_ref()
             .map(|(port, settings)| crate::agones::spawn_health(*port, settings));
-        let options = ServeOptions {
+        let mut options = ServeOptions {
             phase: Some(phase),
             ..options
         };
+        let mut config = config;
+        // A spare in a fleet's pool: the world to serve comes with the allocation.
+        if let Some((port, settings)) = agones.as_ref().filter(|(_, s)| s.await_allocation) {
+            let a = crate::agones::await_allocation(*port, settings).await?;
+            let (resume_from, ship) =
+                load_fleet_world(&mut config, &a.fleet_url, &a.world_id, &a.token, false)
+                    .await
+                    .with_context(|| format!("loading world `{}` from the fleet", a.world_id))?;
+            options.resume_from = resume_from;
+            options.ship = ship;
+        }
         let handle = crate::start(config, options).await?;
         say(&migratory_wire::fleet::ready_line(&handle.ws_url()));
         if let Some(p) = handle.recording_path() {

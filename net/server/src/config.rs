@@ -159,6 +159,10 @@ pub struct AgonesSection {
     pub idle_shutdown_seconds: f64,
     /// How long calls are retried while the sidecar starts (`Ready` waits this long at most).
     pub sdk_retry_seconds: f64,
+    /// A spare in a pool that a fleet allocates from: go Ready with no world, wait until
+    /// the GameServer is Allocated, then serve the world its annotations name, read from
+    /// the fleet they name (`net/README.md`, "A fleet that allocates from Agones").
+    pub await_allocation: bool,
 }
 
 impl Default for AgonesSection {
@@ -167,6 +171,7 @@ impl Default for AgonesSection {
             health_period_seconds: 2.0,
             idle_shutdown_seconds: 300.0,
             sdk_retry_seconds: 60.0,
+            await_allocation: false,
         }
     }
 }

@@ -15,7 +15,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -146,6 +146,9 @@ struct AppState {
     ws_config: WebSocketConfig,
     /// What `/status` reports besides the live counters (which it overwrites).
     status: ServerStatus,
+    /// For a fleet's server: the hash of its fleet token, and the stopper `POST
+    /// /fleet/stop` uses (a fleet that did not fork this server cannot signal it).
+    fleet_stop: Option<(blake3::Hash, Stopper)>,
 }
 
 /// How the session ended.
@@ -269,12 +272,14 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         .map_err(|source| ServerError::Bind { addr, source })?;
 
     let fence = Arc::new(Fence::default());
+    let ship_last_pass = Arc::new(Notify::new());
     let ship = match (&options.ship, &recording_path) {
         (Some(target), Some(path)) => Some(crate::ship::spawn(
             target.clone(),
             path.clone(),
             fence.clone(),
             metrics.clone(),
+            ship_last_pass.clone(),
         )),
         _ => None,
     };
@@ -347,7 +352,14 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     connections
         .next_client_id
         .store(next_client_id, Ordering::Relaxed);
+    let stop = Arc::new(Notify::new());
     let ctx = Arc::new(AppState {
+        fleet_stop: options.ship.as_ref().map(|t| {
+            (
+                blake3::hash(t.token.as_bytes()),
+                Stopper(stop.clone(), fence.clone()),
+            )
+        }),
         connections: Arc::new(connections),
         ws_config: ws_config(s.ws_frame_max_bytes, s.max_client_message_bytes),
         status: ServerStatus {
@@ -385,7 +397,6 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         "server started"
     );
 
-    let stop = Arc::new(Notify::new());
     let running = Running {
         stop: stop.clone(),
         tick_exited,
@@ -401,6 +412,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         epoch,
         fence: fence.clone(),
         ship,
+        ship_last_pass,
     };
     let task = tokio::spawn(running.until_stopped());
     Ok(ServerHandle {
@@ -466,6 +478,10 @@ fn router(ctx: Arc<AppState>, viewer_terrain: Bytes) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics_page))
         .route(migratory_wire::fleet::STATUS_PATH, get(status_page))
+        .route(
+            migratory_wire::fleet::FLEET_STOP_PATH,
+            axum::routing::post(fleet_stop),
+        )
         // The viewer asks; only `migratory-server view` has a recording to show.
         .route("/replay/info", get(|| async { StatusCode::NO_CONTENT }))
         .with_state(ctx)
@@ -487,6 +503,7 @@ struct Running {
     epoch: Instant,
     fence: Arc<Fence>,
     ship: Option<tokio::task::JoinHandle<()>>,
+    ship_last_pass: Arc<Notify>,
 }
 
 impl Running {
@@ -507,8 +524,8 @@ impl Running {
                 self.tick_stop.store(true, Ordering::Release);
             }
         }
-        if let Some(ship) = &self.ship {
-            // The fleet ships the rest of the recording once this process has exited.
+        if let Some(ship) = self.ship.as_ref().filter(|_| self.fence.is_set()) {
+            // Fenced: nothing more of ours may reach the store.
             ship.abort();
         }
         // 1. Stop accepting and ask every connection to close (1001, or REJOIN when fenced).
@@ -528,6 +545,15 @@ impl Running {
             .map_err(|_| ServerError::TickPanicked)?;
         if let Some(w) = self.watchdog {
             let _ = tokio::task::spawn_blocking(move || w.join()).await;
+        }
+        // The recording is finished: its last bytes (and the final reclaim file) go to the
+        // fleet now, so a server that shares no disk with its node loses nothing. Bounded:
+        // a node that does not answer ships the rest itself once this process has exited.
+        if let Some(ship) = self.ship {
+            self.ship_last_pass.notify_one();
+            if tokio::time::timeout(Duration::from_secs(5), ship).await.is_err() {
+                tracing::warn!("the last shipment did not finish in 5 s");
+            }
         }
         if let Some(h) = heartbeat {
             h.abort();
@@ -677,6 +703,35 @@ async fn metrics_page(State(ctx): State<Arc<AppState>>) -> impl IntoResponse {
 }
 
 /// `/status`: the session at a glance, as JSON (what the fleet polls for player counts).
+/// `POST /fleet/stop[?move=1]` with the fleet's token as Bearer: the graceful stop a
+/// fleet asks of a server it did not fork (an allocated GameServer); with `move=1` the
+/// clients are closed with REJOIN, as for SIGUSR1. 404 for a server no fleet started,
+/// 401 for any other token.
+async fn fleet_stop(
+    State(ctx): State<Arc<AppState>>,
+    Query(q): Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+) -> StatusCode {
+    let Some((hash, stopper)) = &ctx.fleet_stop else {
+        return StatusCode::NOT_FOUND;
+    };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    // blake3::Hash compares in constant time.
+    if blake3::hash(presented.as_bytes()) != *hash {
+        return StatusCode::UNAUTHORIZED;
+    }
+    if q.get("move").is_some_and(|v| v == "1") {
+        stopper.stop_moving();
+    } else {
+        stopper.stop();
+    }
+    StatusCode::ACCEPTED
+}
+
 async fn status_page(State(ctx): State<Arc<AppState>>) -> impl IntoResponse {
     let m = &ctx.connections.metrics;
     let count = |a: &std::sync::atomic::AtomicI64| {

@@ -89,11 +89,14 @@ impl Fence {
 
 /// Ships `path` (and the reclaim file beside it, whenever it changed) until the task is
 /// aborted or the server is fenced.
+/// `last_pass`, once notified, makes the task ship everything left (the recording is
+/// finished then) and end.
 pub(crate) fn spawn(
     target: ShipTarget,
     path: PathBuf,
     fence: Arc<Fence>,
     metrics: Arc<Metrics>,
+    last_pass: Arc<Notify>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut shipped: u64 = 0;
@@ -101,8 +104,14 @@ pub(crate) fn spawn(
         let mut last_taken = std::time::Instant::now();
         let mut every = tokio::time::interval(target.interval);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut finishing = false;
         loop {
-            every.tick().await;
+            if !finishing {
+                tokio::select! {
+                    _ = every.tick() => {}
+                    _ = last_pass.notified() => finishing = true,
+                }
+            }
             let read = {
                 let path = path.clone();
                 tokio::task::spawn_blocking(move || {
@@ -138,6 +147,8 @@ pub(crate) fn spawn(
                 }
             }
             let bytes = match recording {
+                // Everything is shipped: the last pass is over.
+                Ok(b) if b.is_empty() && finishing => return,
                 Ok(b) if b.is_empty() => continue,
                 Ok(b) => b,
                 Err(e) => {
@@ -162,6 +173,11 @@ pub(crate) fn spawn(
                 }
                 Shipped::Failed => {
                     metrics.recording_ship_failures_total.fetch_add(1, Relaxed);
+                    if finishing {
+                        // The node ships what is left once this process has exited
+                        // (when it shares this disk).
+                        return;
+                    }
                 }
             }
         }

@@ -110,6 +110,32 @@ pub fn reclaim_path(recording: &std::path::Path) -> PathBuf {
 /// above any world's slots.
 pub const RECLAIM_BYTES_MAX: usize = 1 << 20;
 
+/// The GameServer annotations a fleet allocating through Agones writes (in the
+/// GameServerAllocation's `spec.metadata`) and the allocated server reads back from its
+/// SDK (`GET /gameserver`, `object_meta.annotations`): the world to serve, the fleet's
+/// internal URL to read it from, and the token for it.
+pub const ANNOTATION_WORLD: &str = "migratory.dev/world";
+pub const ANNOTATION_FLEET_URL: &str = "migratory.dev/fleet-url";
+pub const ANNOTATION_TOKEN: &str = "migratory.dev/token";
+
+/// Where an allocated server (which shares no disk with the fleet) reads the segment it
+/// resumes from (`GET`, its token as Bearer): 200 with the bytes, 204 when it starts fresh.
+pub fn resume_url(fleet_url: &str, world_id: &str) -> String {
+    format!(
+        "{}{CONTENT_PATH_PREFIX}{world_id}/resume",
+        fleet_url.trim_end_matches('/')
+    )
+}
+
+/// The reclaim file of that segment, the same way (204 when there is none).
+pub fn resume_reclaim_url(fleet_url: &str, world_id: &str) -> String {
+    format!("{}/reclaim", resume_url(fleet_url, world_id))
+}
+
+/// `POST` on a fleet's world server, with the fleet token as Bearer: a graceful stop
+/// (`?move=1`: for a move, clients closed with REJOIN). For servers the fleet cannot signal.
+pub const FLEET_STOP_PATH: &str = "/fleet/stop";
+
 /// The content URL for a world.
 pub fn content_url(fleet_url: &str, world_id: &str) -> String {
     format!(

@@ -3,6 +3,7 @@
 //! throwaway PostgreSQL cluster started from Debian's server binaries.
 
 mod access;
+mod allocation;
 mod harness;
 mod moves;
 mod nodes;
