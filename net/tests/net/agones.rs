@@ -22,6 +22,18 @@ type State = Arc<Mutex<&'static str>>;
 /// server does: `{}` for lifecycle calls, the List for List calls, the GameServer (with
 /// `state`) for `GET /gameserver`.
 async fn sidecar(socket: tokio::net::TcpSocket, calls: Calls, state: State) -> tokio::task::JoinHandle<()> {
+    sidecar_with(socket, calls, state, true).await
+}
+
+/// `sidecar`, with the CountsAndLists feature gate on or off: off, every List call is
+/// answered as Agones' SDK server answers it then (grpc-gateway's 500 for the error
+/// `CountsAndLists not enabled`).
+async fn sidecar_with(
+    socket: tokio::net::TcpSocket,
+    calls: Calls,
+    state: State,
+    lists_enabled: bool,
+) -> tokio::task::JoinHandle<()> {
     let app = Router::new().fallback(move |req: Request| {
         let (calls, state) = (calls.clone(), state.clone());
         async move {
@@ -32,13 +44,26 @@ async fn sidecar(socket: tokio::net::TcpSocket, calls: Calls, state: State) -> t
                 .unwrap_or_default();
             let body = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
             calls.lock().unwrap().push((method, path.clone(), body));
+            let ok = axum::http::StatusCode::OK;
             if path == "/gameserver" {
                 let state = *state.lock().unwrap();
-                serde_json::json!({ "status": { "state": state } }).to_string()
+                (
+                    ok,
+                    serde_json::json!({ "status": { "state": state } }).to_string(),
+                )
+            } else if path.starts_with("/v1beta1/lists/") && !lists_enabled {
+                (
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    serde_json::json!({ "code": 2, "message": "CountsAndLists not enabled", "details": [] })
+                        .to_string(),
+                )
             } else if path.starts_with("/v1beta1/lists/players:") {
-                serde_json::json!({ "name": "players", "capacity": "1024", "values": [] }).to_string()
+                (
+                    ok,
+                    serde_json::json!({ "name": "players", "capacity": "1024", "values": [] }).to_string(),
+                )
             } else {
-                "{}".to_string()
+                (ok, "{}".to_string())
             }
         }
     });
@@ -323,4 +348,71 @@ boid_count = 400
     std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err).expect("stderr");
     assert!(!status.success(), "{status}");
     assert!(err.contains("/ready"), "{err}");
+}
+
+/// With the CountsAndLists gate off (the sidecar refuses every List call), the server goes
+/// on serving: a joined player is served, the List calls fail, are logged and tried again
+/// about once a second (with a read-back of the List between), never in a tight loop.
+#[test]
+fn under_agones_with_lists_off_the_server_keeps_serving_and_retries_calmly() {
+    let dir = TempDir::new("agones-gate");
+    let (sidecar_socket, port) = sidecar_socket();
+    let config = dir.write(
+        "server.toml",
+        br#"
+[server]
+listen = "127.0.0.1:0"
+[server.recording]
+enabled = false
+[server.agones]
+health_period_seconds = 0.5
+idle_shutdown_seconds = 0
+[world]
+terrain_grid_cells = 256
+terrain_cell_size_mm = 1000
+world_size_mm = 256000
+boid_count = 400
+"#,
+    );
+    let calls: Calls = Arc::default();
+    let state: State = Arc::new(Mutex::new("Allocated"));
+    let rt = crate::common::runtime();
+    let _sidecar = rt.block_on(sidecar_with(sidecar_socket, calls.clone(), state, false));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_test-migratory-server"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .env("AGONES_SDK_HTTP_PORT", port.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn migratory-server");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("a line");
+    let url = migratory_wire::fleet::parse_ready_line(&line)
+        .expect("listening line")
+        .to_string();
+    std::thread::spawn(move || for _ in out.lines() {});
+    rt.block_on(async {
+        let witness = Witness::join(&url).await;
+        wait_for(&calls, "/v1beta1/lists/players:addValue", Duration::from_secs(5)).await;
+        let adds = || paths(&calls).iter().filter(|p| p.ends_with(":addValue")).count();
+        let before = adds();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        witness.assert_receiving().await;
+        let retried = adds() - before;
+        assert!((1..=5).contains(&retried), "{retried} addValue calls in 3 s");
+        assert!(
+            paths(&calls).iter().any(|p| p == "/v1beta1/lists/players"),
+            "the List is read back after a failure"
+        );
+        witness.stop().await;
+    });
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "the server is still up"
+    );
+    // SAFETY: kill(2) on the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().expect("wait").success());
 }
