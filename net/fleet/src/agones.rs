@@ -13,14 +13,15 @@
 //! An allocated server is driven through `process::Remote`: a stop or a kill deletes its
 //! GameServer (Agones then sends the pod SIGTERM), a move asks the server itself
 //! (`POST /fleet/stop?move=1` with the world's token), and its exit is seen when its
-//! `/status` stops answering.
+//! GameServer is gone from the API (Agones removes it once its pod has ended, after the
+//! server's last shipment; a server that is merely slow to answer is not an exit). A
+//! GameServer a kill could not delete is counted as exited after `KILL_GIVE_UP`: its
+//! token is dropped by then, so the fleet takes nothing more from it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use migratory_wire::fleet::{
-    ANNOTATION_FLEET_URL, ANNOTATION_TOKEN, ANNOTATION_WORLD, FLEET_STOP_PATH, STATUS_PATH,
-};
+use migratory_wire::fleet::{ANNOTATION_FLEET_URL, ANNOTATION_TOKEN, ANNOTATION_WORLD, FLEET_STOP_PATH};
 use migratory_wire::http::{self, HttpError};
 use serde_json::json;
 use thiserror::Error;
@@ -30,10 +31,12 @@ use crate::process::{ExitInfo, Remote};
 
 /// Longest wait for one Kubernetes API call.
 const API_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often an allocated server's `/status` is read to see that it still runs.
+/// How often an allocated server's GameServer is read to see that it still exists.
 const EXIT_POLL: Duration = Duration::from_millis(250);
-/// `/status` unanswered this many times in a row: the server has exited.
-const EXIT_MISSES: u32 = 3;
+/// After a kill, the longest wait for the GameServer to go before it counts as exited.
+const KILL_GIVE_UP: Duration = Duration::from_secs(30);
+/// Allocations retried after a `Contention` answer (another allocation took the spare).
+const CONTENTION_RETRIES: u32 = 3;
 
 /// Where and how to allocate.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,8 +61,10 @@ pub enum AllocateError {
     Api { status: u16, message: String },
     #[error("the Kubernetes API: {0}")]
     Http(#[from] HttpError),
-    #[error("an allocation answer without {what}: {answer}")]
-    Answer { what: &'static str, answer: String },
+    /// (`status` is the answer's status only: the rest echoes the annotations, the token
+    /// among them.)
+    #[error("an allocation answer without {what}: status {status}")]
+    Answer { what: &'static str, status: String },
 }
 
 /// An allocated GameServer: its name and where its game port is reached.
@@ -107,8 +112,18 @@ impl AgonesOptions {
         })
     }
 
-    /// Allocates a GameServer for `world`.
+    /// Allocates a GameServer for `world`, trying again after a `Contention`.
     pub async fn allocate(&self, world: &str, token: &str) -> Result<Allocated, AllocateError> {
+        let mut tries = 0;
+        loop {
+            match self.allocate_once(world, token).await {
+                Err(AllocateError::Contention) if tries < CONTENTION_RETRIES => tries += 1,
+                other => return other,
+            }
+        }
+    }
+
+    async fn allocate_once(&self, world: &str, token: &str) -> Result<Allocated, AllocateError> {
         let r = http::Request::new(http::Method::POST, self.allocations_url())
             .json_body(&self.allocation_body(world, token))
             .timeout(API_TIMEOUT)
@@ -133,13 +148,13 @@ impl AgonesOptions {
             _ => {
                 return Err(AllocateError::Answer {
                     what: "a state",
-                    answer: answer.to_string(),
+                    status: status.to_string(),
                 })
             }
         }
         let missing = |what| AllocateError::Answer {
             what,
-            answer: answer.to_string(),
+            status: status.to_string(),
         };
         let name = status["gameServerName"]
             .as_str()
@@ -156,6 +171,22 @@ impl AgonesOptions {
             address: address.to_string(),
             port,
         })
+    }
+
+    /// Whether GameServer `name` still exists (a 404: it does not).
+    pub async fn exists(&self, name: &str) -> Result<bool, AllocateError> {
+        let r = http::Request::new(http::Method::GET, self.gameserver_url(name))
+            .timeout(API_TIMEOUT)
+            .send()
+            .await?;
+        match r.status {
+            404 => Ok(false),
+            _ if r.is_success() => Ok(true),
+            status => Err(AllocateError::Api {
+                status,
+                message: r.text().trim().to_string(),
+            }),
+        }
     }
 
     /// Deletes GameServer `name` (Agones stops its pod with SIGTERM); one already gone is
@@ -176,57 +207,73 @@ impl AgonesOptions {
 }
 
 /// An allocated server, driven as `process::Remote` says.
-#[derive(Debug)]
 pub(crate) struct Pod {
     options: AgonesOptions,
     allocated: Allocated,
     token: String,
+    /// When a kill was asked for (the watcher gives up on the GameServer after
+    /// `KILL_GIVE_UP`).
+    killed_at: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl std::fmt::Debug for Pod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the token.
+        f.debug_struct("Pod")
+            .field("allocated", &self.allocated)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Pod {
-    /// Starts watching the allocated server; the returned receiver sees its exit.
+    /// Starts watching the allocated server; the returned receiver sees its exit: its
+    /// GameServer gone from the API, or a kill given up on.
     pub(crate) fn watch(
         options: AgonesOptions,
         allocated: Allocated,
         token: String,
     ) -> (Arc<Pod>, watch::Receiver<Option<ExitInfo>>) {
         let (tx, rx) = watch::channel(None);
-        let status_url = format!(
-            "http://{}:{}{STATUS_PATH}",
-            host(&allocated.address),
-            allocated.port
-        );
+        let pod = Arc::new(Pod {
+            options,
+            allocated,
+            token,
+            killed_at: std::sync::Mutex::new(None),
+        });
+        let watched = pod.clone();
         tokio::spawn(async move {
-            let mut misses = 0;
+            let name = &watched.allocated.name;
             loop {
                 tokio::time::sleep(EXIT_POLL).await;
-                let answered = http::Request::new(http::Method::GET, status_url.clone())
-                    .timeout(Duration::from_secs(1))
-                    .send()
-                    .await
-                    .is_ok_and(|r| r.is_success());
-                misses = if answered { 0 } else { misses + 1 };
-                if misses >= EXIT_MISSES {
+                match watched.options.exists(name).await {
                     // How it ended is the pod's to say (Kubernetes keeps it); the segment
                     // in the store says whether it ended cleanly.
-                    let _ = tx.send(Some(ExitInfo::Code(0)));
-                    return;
+                    Ok(false) => break,
+                    Ok(true) => {}
+                    Err(e) => {
+                        tracing::debug!(gameserver = %name, error = %e, "reading the GameServer failed")
+                    }
+                }
+                let killed = *watched.killed_at.lock().unwrap_or_else(|e| e.into_inner());
+                if killed.is_some_and(|at| at.elapsed() > KILL_GIVE_UP) {
+                    tracing::warn!(gameserver = %name, "the GameServer was not gone {KILL_GIVE_UP:?} after its deletion; counted as exited");
+                    break;
                 }
             }
+            let _ = tx.send(Some(ExitInfo::Code(0)));
         });
-        (
-            Arc::new(Pod {
-                options,
-                allocated,
-                token,
-            }),
-            rx,
-        )
+        (pod, rx)
     }
 }
 
 impl Remote for Pod {
     fn signal(&self, sig: i32) {
+        if sig != libc::SIGUSR1 {
+            self.killed_at
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert_with(std::time::Instant::now);
+        }
         let (options, name, token) = (
             self.options.clone(),
             self.allocated.name.clone(),
@@ -238,19 +285,32 @@ impl Remote for Pod {
             self.allocated.port
         );
         tokio::spawn(async move {
-            let done = match sig {
+            if sig == libc::SIGUSR1 {
                 // A move: the server stops itself and sends its clients back to the fleet.
-                libc::SIGUSR1 => http::Request::new(http::Method::POST, stop_url)
+                let asked = http::Request::new(http::Method::POST, stop_url)
                     .bearer(token)
                     .timeout(API_TIMEOUT)
                     .send()
-                    .await
-                    .map(|_| ())
-                    .map_err(AllocateError::from),
-                _ => options.delete(&name).await,
-            };
-            if let Err(e) = done {
-                tracing::warn!(gameserver = %name, sig, error = %e, "signalling an allocated world server failed");
+                    .await;
+                match asked {
+                    Ok(r) if r.status == 202 => return,
+                    Ok(r) => {
+                        tracing::warn!(gameserver = %name, status = r.status, "the server refused the stop for a move; deleting its GameServer")
+                    }
+                    Err(e) => {
+                        tracing::warn!(gameserver = %name, error = %e, "the stop for a move was not delivered; deleting its GameServer")
+                    }
+                }
+            }
+            // Deleted, or tried again a few times: the watcher gives up on it in the end.
+            for attempt in 1..=5u32 {
+                match options.delete(&name).await {
+                    Ok(()) => return,
+                    Err(e) => {
+                        tracing::warn!(gameserver = %name, sig, attempt, error = %e, "deleting an allocated world server's GameServer failed");
+                        tokio::time::sleep(Duration::from_secs(u64::from(attempt))).await;
+                    }
+                }
             }
         });
     }

@@ -18,7 +18,7 @@ pub(crate) fn new_token() -> Result<String, FleetError> {
 }
 
 /// A world id: 1 to 64 of `a-z`, `0-9`, `-` and `_` (it names a folder).
-pub const WORLD_ID_BYTES_MAX: usize = 64;
+pub use migratory_wire::fleet::WORLD_ID_BYTES_MAX;
 
 /// What went wrong, by the HTTP status it is answered with.
 #[derive(Debug, Error)]
@@ -59,11 +59,7 @@ pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) 
 
 /// Checks a world id.
 pub fn validate_world_id(id: &str) -> Result<(), FleetError> {
-    let ok = !id.is_empty()
-        && id.len() <= WORLD_ID_BYTES_MAX
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    let ok = migratory_wire::fleet::world_id_is_valid(id);
     if ok {
         Ok(())
     } else {

@@ -185,11 +185,12 @@ impl Fleet {
             Some(path) => {
                 // An allocated server's recording is on its pod: the store's copy is
                 // written into this node's folder for the world whenever it is needed.
-                let local = match (&self.options.agones, path.file_name()) {
-                    (Some(_), Some(name)) => WorldFiles::new(&self.options.data_dir, id)
+                // Named by its segment number: pods name their files alike (their pid is 1).
+                let local = match &self.options.agones {
+                    Some(_) => WorldFiles::new(&self.options.data_dir, id)
                         .segments_dir()
-                        .join(name),
-                    _ => path.clone(),
+                        .join(format!("segment-{seq}.mrec")),
+                    None => path.clone(),
                 };
                 let rel = local
                     .strip_prefix(&self.options.data_dir)

@@ -533,6 +533,10 @@ impl Running {
         // 2. Wait (bounded) for the connections to finish their close handshakes.
         let deadline = tokio::time::Instant::now() + self.shutdown_timeout;
         while self.metrics.connections.load(Ordering::Relaxed) > 0 && tokio::time::Instant::now() < deadline {
+            if self.fence.is_set() {
+                // Fenced meanwhile (the shipments go on during the close): no more input.
+                self.tick_stop.store(true, Ordering::Release);
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let connections_left = self.metrics.connections.load(Ordering::Relaxed);

@@ -143,6 +143,10 @@ pub(crate) fn spawn(
                     }
                     Shipped::Failed => {
                         metrics.recording_ship_failures_total.fetch_add(1, Relaxed);
+                        if finishing {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            continue;
+                        }
                     }
                 }
             }
@@ -174,9 +178,9 @@ pub(crate) fn spawn(
                 Shipped::Failed => {
                     metrics.recording_ship_failures_total.fetch_add(1, Relaxed);
                     if finishing {
-                        // The node ships what is left once this process has exited
-                        // (when it shares this disk).
-                        return;
+                        // Tried again until the shutdown's budget ends the wait: a server
+                        // that shares no disk with its node has no one to ship it later.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 }
             }

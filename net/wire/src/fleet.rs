@@ -110,6 +110,19 @@ pub fn reclaim_path(recording: &std::path::Path) -> PathBuf {
 /// above any world's slots.
 pub const RECLAIM_BYTES_MAX: usize = 1 << 20;
 
+/// Longest world id.
+pub const WORLD_ID_BYTES_MAX: usize = 64;
+
+/// Whether `id` is a world id: 1 to 64 of `a-z`, `0-9`, `-` and `_` (it names folders and
+/// files, so nothing else may reach a path).
+pub fn world_id_is_valid(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= WORLD_ID_BYTES_MAX
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
 /// The GameServer annotations a fleet allocating through Agones writes (in the
 /// GameServerAllocation's `spec.metadata`) and the allocated server reads back from its
 /// SDK (`GET /gameserver`, `object_meta.annotations`): the world to serve, the fleet's

@@ -18,7 +18,7 @@ use axum::Router;
 use migratory_fleet::agones::{AgonesOptions, AllocateError};
 use serde_json::{json, Value};
 
-use super::harness::{Backend, Env, SERVER, SMALL_WORLD};
+use super::harness::{alive, Backend, Env, SERVER, SMALL_WORLD};
 use crate::common::{runtime, Witness};
 
 /// One stand-in GameServer: its SDK state, the annotations its allocation wrote, the
@@ -89,6 +89,17 @@ async fn kube_api(cluster: Shared) -> String {
                                     "status": { "state": "UnAllocated", "gameServerName": "", "source": "local" } }),
                 };
                 return (axum::http::StatusCode::CREATED, answer.to_string());
+            }
+            if method == "GET" && path.starts_with("/apis/agones.dev/v1/namespaces/default/gameservers/") {
+                let name = path.rsplit('/').next().unwrap_or("").to_string();
+                // A deleted GameServer is gone once its pod has ended, as Agones' finalizer has it.
+                return match c.servers.get(&name) {
+                    Some(g) if g.state != "Shutdown" || alive(g.pid) => (
+                        axum::http::StatusCode::OK,
+                        json!({ "kind": "GameServer", "metadata": { "name": name }, "status": { "state": g.state } }).to_string(),
+                    ),
+                    _ => status(404, "NotFound", format!("gameservers.agones.dev \"{name}\" not found")),
+                };
             }
             if method == "DELETE" {
                 let name = path.rsplit('/').next().unwrap_or("").to_string();
@@ -264,10 +275,13 @@ fn a_fleet_allocates_its_worlds_from_agones_and_resumes_them_on_another_game_ser
         assert_eq!(j["ws_url"], format!("ws://127.0.0.1:{}/ws", first.1), "{j}");
         let witness = Witness::join_moving(j["ws_url"].as_str().expect("url")).await;
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        witness.stop().await;
 
         // The allocation the fleet asked for, exactly.
-        let kube = calls_of(&cluster, "kube");
+        // (The GETs are the fleet watching its GameServer.)
+        let kube: Vec<_> = calls_of(&cluster, "kube")
+            .into_iter()
+            .filter(|c| c.0 != "GET")
+            .collect();
         assert_eq!(kube.len(), 1, "{kube:?}");
         let (method, path, body) = &kube[0];
         assert_eq!(
@@ -316,8 +330,11 @@ fn a_fleet_allocates_its_worlds_from_agones_and_resumes_them_on_another_game_ser
             "{j}"
         );
 
-        // A stop deletes the GameServer; its server ships the rest of its segment first.
+        // A stop deletes the GameServer; its server closes its client, finishes its
+        // recording and ships the rest of it before the GameServer is gone.
         assert_eq!(node.stop("ag").await.0, 200);
+        assert_eq!(*witness.close_code.lock().unwrap(), Some(1001));
+        witness.stop().await;
         let kube = calls_of(&cluster, "kube");
         assert!(
             kube.iter().any(|(m, p, _)| m == "DELETE"
