@@ -4,6 +4,7 @@
 
 pub mod divergence;
 pub mod format;
+pub mod junit;
 pub mod sim;
 pub mod tools;
 

@@ -70,6 +70,9 @@ enum Command {
         /// Accept an intended behaviour change: rewrite the stored roots.
         #[arg(long)]
         bless: bool,
+        /// Also write a JUnit XML report here: one test case per recording.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
     },
     /// Show the state at a tick, or one entity.
     Inspect {
@@ -112,6 +115,10 @@ enum Command {
         /// Threads running cases (default: one per CPU).
         #[arg(long)]
         jobs: Option<usize>,
+        /// Also write a JUnit XML report here: one test case per failing seed (or one
+        /// passing case for the whole run).
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
     },
     /// Replay speed side by side at several shard counts.
     Bench {
@@ -374,9 +381,42 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ok(r.ok()))
         }
-        Command::Check { dir, shards, bless } => {
+        Command::Check {
+            dir,
+            shards,
+            bless,
+            junit,
+        } => {
             let entries = tools::check(&dir, shards, bless, None)?;
             let all_ok = entries.iter().all(|e| e.ok);
+            if let Some(path) = &junit {
+                let cases: Vec<migratory_replay::junit::Case> = entries
+                    .iter()
+                    .map(|e| migratory_replay::junit::Case {
+                        name: e.file.clone(),
+                        seconds: 0.0,
+                        failure: (!e.ok).then(|| match (&e.error, &e.divergence) {
+                            (Some(err), _) => err.clone(),
+                            (None, Some(d)) => format!(
+                                "{:?} roots differ at tick {}: {:?} has {}, {:?} has {}{}",
+                                d.root,
+                                d.tick,
+                                d.a,
+                                d.a_root,
+                                d.b,
+                                d.b_root,
+                                if e.rules_version_differs {
+                                    " (recorded with other kernel rules)"
+                                } else {
+                                    ""
+                                }
+                            ),
+                            (None, None) => "end record mismatch".into(),
+                        }),
+                    })
+                    .collect();
+                write_junit(path, "migratory-replay check", &cases)?;
+            }
             if json {
                 print_json(&entries);
             } else {
@@ -499,7 +539,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Sim { seconds, seed, jobs } => sim(json, seconds, seed, jobs),
+        Command::Sim {
+            seconds,
+            seed,
+            jobs,
+            junit,
+        } => sim(json, seconds, seed, jobs, junit.as_deref()),
         Command::Bench { session, shards } => {
             let r = tools::bench(&session.options(1), &shards)?;
             if json {
@@ -530,7 +575,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// `sim`: a timed run (its tally, exit 1 on any failure), or the one case of `--seed`.
-fn sim(json: bool, seconds: Option<f64>, seed: Option<u64>, jobs: Option<usize>) -> anyhow::Result<ExitCode> {
+fn sim(
+    json: bool,
+    seconds: Option<f64>,
+    seed: Option<u64>,
+    jobs: Option<usize>,
+    junit: Option<&std::path::Path>,
+) -> anyhow::Result<ExitCode> {
     use migratory_replay::sim;
     let Some(seconds) = seconds else {
         let Some(seed) = seed else {
@@ -591,6 +642,31 @@ fn sim(json: bool, seconds: Option<f64>, seed: Option<u64>, jobs: Option<usize>)
     if tty {
         eprintln!();
     }
+    if let Some(path) = junit {
+        let mut cases: Vec<migratory_replay::junit::Case> = t
+            .failures
+            .iter()
+            .map(|f| migratory_replay::junit::Case {
+                name: format!("case seed {}", f.seed),
+                seconds: 0.0,
+                failure: Some(format!(
+                    "{} at tick {:?}: {} (rerun: migratory-replay sim --seed {})",
+                    f.oracle.name(),
+                    f.tick,
+                    f.detail,
+                    f.seed
+                )),
+            })
+            .collect();
+        if cases.is_empty() {
+            cases.push(migratory_replay::junit::Case {
+                name: format!("{} cases from seed {}", t.cases, t.seed),
+                seconds: t.seconds,
+                failure: None,
+            });
+        }
+        write_junit(path, "migratory-replay sim", &cases)?;
+    }
     if json {
         print_json(&t);
     } else {
@@ -628,4 +704,14 @@ fn sim(json: bool, seconds: Option<f64>, seed: Option<u64>, jobs: Option<usize>)
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Writes a JUnit XML report of `cases` to `path`.
+fn write_junit(
+    path: &std::path::Path,
+    suite: &str,
+    cases: &[migratory_replay::junit::Case],
+) -> anyhow::Result<()> {
+    std::fs::write(path, migratory_replay::junit::document(suite, cases))
+        .map_err(|e| anyhow::anyhow!("writing the JUnit report {}: {e}", path.display()))
 }

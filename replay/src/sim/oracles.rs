@@ -12,7 +12,9 @@
 //!   replays to them;
 //! - `torn`: the recording cut at a random byte opens, recovers at least every block
 //!   written in full before the cut, its last tick's state equals the run's, and a world
-//!   resumed there with the same later inputs equals the run at every later tick.
+//!   resumed there with the same later inputs equals the run at every later tick;
+//! - `extract`: a random range of the recording, cut out with `extract`, verifies on its
+//!   own: it starts from the run's state at its first tick and replays to the run's roots.
 
 use std::time::{Duration, Instant};
 
@@ -31,16 +33,18 @@ pub enum Oracle {
     Checkpoint,
     Recording,
     Torn,
+    Extract,
 }
 
 impl Oracle {
-    pub const ALL: [Oracle; 6] = [
+    pub const ALL: [Oracle; 7] = [
         Oracle::Drive,
         Oracle::Invariants,
         Oracle::Shards,
         Oracle::Checkpoint,
         Oracle::Recording,
         Oracle::Torn,
+        Oracle::Extract,
     ];
 
     pub fn name(self) -> &'static str {
@@ -51,6 +55,7 @@ impl Oracle {
             Oracle::Checkpoint => "checkpoint",
             Oracle::Recording => "recording",
             Oracle::Torn => "torn",
+            Oracle::Extract => "extract",
         }
     }
 }
@@ -175,6 +180,10 @@ fn run_case_with(case: &Case, tamper: &mut dyn FnMut(&mut World)) -> Result<Case
     let t0 = Instant::now();
     check_torn(case, &driven).map_err(|(t, d)| fail(Oracle::Torn, t, d))?;
     timed(Oracle::Torn, t0);
+
+    let t0 = Instant::now();
+    check_extract(case, &driven).map_err(|(t, d)| fail(Oracle::Extract, t, d))?;
+    timed(Oracle::Extract, t0);
     report.time_by_oracle = times;
     Ok(report)
 }
@@ -358,4 +367,51 @@ fn check_torn(case: &Case, d: &Driven) -> Result<(), TickError> {
         return Err((Some(last), "the recovered state is not the run's".into()));
     }
     step_and_compare(&mut world, d, last).map_err(|(t, e)| (Some(t), format!("resumed: {e}")))
+}
+
+/// A random range of the recording, cut out with `extract` (through files, as the tool
+/// works), opens on its own, starts from the run's state and replays to the run's roots.
+fn check_extract(case: &Case, d: &Driven) -> Result<(), TickError> {
+    let mut r = Rng::new(case.seed ^ 0xe7);
+    let from = r.range(0, u64::from(case.ticks) - 1) as u32;
+    let to = r.range(u64::from(from) + 1, u64::from(case.ticks)) as u32;
+    let dir = std::env::temp_dir().join(format!("migratory-sim-{}-{}", std::process::id(), case.seed));
+    let err = |e: String| (Some(from), e);
+    std::fs::create_dir_all(&dir).map_err(|e| err(format!("creating {}: {e}", dir.display())))?;
+    let result = (|| {
+        let whole = dir.join("whole.mrec");
+        let part = dir.join("part.mrec");
+        std::fs::write(&whole, &d.recording).map_err(|e| err(e.to_string()))?;
+        crate::tools::extract(&whole, from, to, &part)
+            .map_err(|e| err(format!("extract {from}..={to}: {e}")))?;
+        let rec = Recording::open(&part).map_err(|e| err(format!("the extract does not open: {e}")))?;
+        if rec.first_tick() != from + 1 || rec.last_tick() != to {
+            return Err(err(format!(
+                "the extract holds ticks {}..={}, not {}..={to}",
+                rec.first_tick(),
+                rec.last_tick(),
+                from + 1
+            )));
+        }
+        let mut world = rec.start_world(1).map_err(|e| err(e.to_string()))?;
+        let start = if from == 0 {
+            None
+        } else {
+            Some(d.state_roots[from as usize - 1])
+        };
+        if start.is_some_and(|root| root != world.state_root()) {
+            return Err(err("the extract starts from another state than the run's".into()));
+        }
+        for t in rec.ticks_from(rec.first_tick()) {
+            let t = t.map_err(|e| err(e.to_string()))?;
+            let i = t.tick as usize - 1;
+            let out = world.step(&t.inputs);
+            if out.state_root != d.state_roots[i] || t.state_root != d.state_roots[i] {
+                return Err((Some(t.tick), "the extract's roots are not the run's".into()));
+            }
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }

@@ -273,3 +273,83 @@ fn verify_checks_a_chain_of_segments_link_by_link() {
     assert_eq!(out.status.code(), Some(0));
     assert!(json(&out).get("links").is_none());
 }
+
+#[test]
+fn check_and_sim_write_junit_reports() {
+    let dir = TempDir::new("cli-junit");
+    let recs = dir.path().join("recs");
+    std::fs::create_dir_all(&recs).unwrap();
+    for (name, ticks) in [("a.mrec", "30"), ("b.mrec", "40")] {
+        let out = cli(&[
+            "synth",
+            "-o",
+            path(&recs.join(name)),
+            "--ticks",
+            ticks,
+            "--clients",
+            "2",
+            "--boids",
+            "100",
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // One recording damaged in its last block: check fails it, and says so in the report.
+    let b = recs.join("b.mrec");
+    let mut bytes = std::fs::read(&b).unwrap();
+    let at = bytes.len() - 40;
+    bytes[at] ^= 0xff;
+    std::fs::write(&b, bytes).unwrap();
+    let report = dir.path().join("check.xml");
+    let out = cli(&["check", path(&recs), "--shards", "2", "--junit", path(&report)]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let xml = std::fs::read_to_string(&report).unwrap();
+    assert!(xml.contains("tests=\"2\" failures=\"1\""), "{xml}");
+    assert!(xml.contains(&format!("name=\"{}\"", path(&recs.join("a.mrec")))), "{xml}");
+    assert_eq!(xml.matches("<failure ").count(), 1, "{xml}");
+
+    // A short sim run: one passing case for the run, naming its seed.
+    let report = dir.path().join("sim.xml");
+    let out = cli(&[
+        "sim",
+        "--seconds",
+        "2",
+        "--seed",
+        "5",
+        "--jobs",
+        "1",
+        "--junit",
+        path(&report),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let xml = std::fs::read_to_string(&report).unwrap();
+    assert!(xml.contains("failures=\"0\""), "{xml}");
+    assert!(xml.contains("cases from seed 5"), "{xml}");
+    // One case, rerun by its seed, in JSON.
+    let out = cli(&["sim", "--seed", "12345", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let j = json(&out);
+    assert_eq!(
+        (j["cases"].as_u64(), j["failures"].as_array().map(Vec::len)),
+        (Some(1), Some(0))
+    );
+}
