@@ -119,6 +119,9 @@ enum Command {
         /// passing case for the whole run).
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Where a failing case's shrunken recording goes (`sim-failure-SEED.mrec`).
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        failures_dir: PathBuf,
     },
     /// Replay speed side by side at several shard counts.
     Bench {
@@ -544,7 +547,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             seed,
             jobs,
             junit,
-        } => sim(json, seconds, seed, jobs, junit.as_deref()),
+            failures_dir,
+        } => sim(json, seconds, seed, jobs, junit.as_deref(), &failures_dir),
         Command::Bench { session, shards } => {
             let r = tools::bench(&session.options(1), &shards)?;
             if json {
@@ -581,6 +585,7 @@ fn sim(
     seed: Option<u64>,
     jobs: Option<usize>,
     junit: Option<&std::path::Path>,
+    failures_dir: &std::path::Path,
 ) -> anyhow::Result<ExitCode> {
     use migratory_replay::sim;
     let Some(seconds) = seconds else {
@@ -588,7 +593,7 @@ fn sim(
             anyhow::bail!("give --seconds N for a run, or --seed S to rerun one case");
         };
         let case = sim::Case::from_seed(seed);
-        let result = sim::run_case(&case);
+        let result = sim::run_case(&case).map_err(|f| sim::shrunk(&case, f, Some(failures_dir)));
         if json {
             print_json(&serde_json::json!({
                 "seed": seed,
@@ -602,7 +607,10 @@ fn sim(
                     out!("unbuildable world: {}", r.unbuildable.as_deref().unwrap_or(""))
                 }
                 Ok(r) => out!("passed every oracle ({} ticks)", r.ticks),
-                Err(f) => out!("FAILED {}: {} at tick {:?}", f.oracle.name(), f.detail, f.tick),
+                Err(f) => {
+                    out!("FAILED {}: {} at tick {:?}", f.oracle.name(), f.detail, f.tick);
+                    print_shrunk(f);
+                }
             }
         }
         return Ok(if result.is_ok() {
@@ -636,6 +644,7 @@ fn sim(
             duration,
             jobs,
             stop_at_failure: false,
+            failures_dir: Some(failures_dir.to_path_buf()),
         },
         &progress,
     );
@@ -650,11 +659,15 @@ fn sim(
                 name: format!("case seed {}", f.seed),
                 seconds: 0.0,
                 failure: Some(format!(
-                    "{} at tick {:?}: {} (rerun: migratory-replay sim --seed {})",
+                    "{} at tick {:?}: {} (rerun: migratory-replay sim --seed {}){}",
                     f.oracle.name(),
                     f.tick,
                     f.detail,
-                    f.seed
+                    f.seed,
+                    f.shrunk
+                        .as_ref()
+                        .and_then(|s| s.recording.as_ref())
+                        .map_or(String::new(), |p| format!("\nshrunken run: {}", p.display()))
                 )),
             })
             .collect();
@@ -697,6 +710,7 @@ fn sim(
                 f.detail,
                 f.seed
             );
+            print_shrunk(f);
         }
     }
     Ok(if t.failures.is_empty() {
@@ -704,6 +718,22 @@ fn sim(
     } else {
         ExitCode::from(1)
     })
+}
+
+/// What a failure shrank to, and where its recording is.
+fn print_shrunk(f: &migratory_replay::sim::Failure) {
+    if let Some(s) = &f.shrunk {
+        out!(
+            "  shrunk to {} ticks, {} players, {} boids (failing at tick {:?}){}",
+            s.ticks,
+            s.clients,
+            s.boids,
+            s.tick,
+            s.recording
+                .as_ref()
+                .map_or(String::new(), |p| format!("; its run: {}", p.display()))
+        );
+    }
 }
 
 /// Writes a JUnit XML report of `cases` to `path`.

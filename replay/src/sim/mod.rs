@@ -6,6 +6,7 @@
 
 mod case;
 mod oracles;
+mod shrink;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,7 +15,8 @@ use std::time::{Duration, Instant};
 pub use case::{Case, CASE_SHARDS_MAX, CASE_TICKS_MAX};
 #[cfg(feature = "fault-injection")]
 pub use oracles::run_case_with_fault;
-pub use oracles::{run_case, CaseReport, Failure, Oracle};
+pub use oracles::{recording_of, run_case, CaseReport, Failure, Oracle, Shrunk};
+pub use shrink::{shrink, SHRINK_RUNS_MAX};
 
 /// What a run does.
 #[derive(Clone, Debug)]
@@ -26,6 +28,9 @@ pub struct SimOptions {
     pub jobs: usize,
     /// Stop at the first failure.
     pub stop_at_failure: bool,
+    /// Where a failing case's shrunken recording is written (`sim-failure-SEED.mrec`;
+    /// None: failures are shrunk but not written).
+    pub failures_dir: Option<std::path::PathBuf>,
 }
 
 /// A run's tally.
@@ -64,7 +69,9 @@ pub fn run(options: &SimOptions, progress: &(dyn Fn(u64, usize) + Sync)) -> Tall
                 while !stop.load(Ordering::Relaxed) && start.elapsed() < options.duration {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let case = Case::from_seed(case_seed(options.seed, i));
-                    let result = run_case(&case);
+                    // A failure is shrunk outside the lock: it runs the case again and again.
+                    let result =
+                        run_case(&case).map_err(|f| shrunk(&case, f, options.failures_dir.as_deref()));
                     let mut r = results.lock().unwrap_or_else(|e| e.into_inner());
                     match result {
                         Ok(report) => r.0.push(report),
@@ -82,6 +89,26 @@ pub fn run(options: &SimOptions, progress: &(dyn Fn(u64, usize) + Sync)) -> Tall
     });
     let (reports, failures) = std::mem::take(&mut *results.lock().unwrap_or_else(|e| e.into_inner()));
     tally(options.seed, &reports, failures, start.elapsed())
+}
+
+/// `failure` with the smallest case that still fails it, and (with `dir`) that case's
+/// recording written there.
+pub fn shrunk(case: &Case, mut failure: Failure, dir: Option<&std::path::Path>) -> Failure {
+    let (small, f) = shrink(case, &failure, &mut |c| run_case(c).err());
+    let recording = dir.and_then(|dir| {
+        let path = dir.join(format!("sim-failure-{}.mrec", case.seed));
+        let bytes = recording_of(&small).ok()?;
+        std::fs::write(&path, bytes).ok()?;
+        Some(path)
+    });
+    failure.shrunk = Some(Shrunk {
+        ticks: small.ticks,
+        clients: small.script.clients,
+        boids: small.config.boid_count,
+        tick: f.tick,
+        recording,
+    });
+    failure
 }
 
 fn tally(seed: u64, reports: &[CaseReport], failures: Vec<Failure>, elapsed: Duration) -> Tally {
@@ -138,6 +165,7 @@ mod tests {
                 duration: Duration::from_millis(300),
                 jobs: 2,
                 stop_at_failure: false,
+                failures_dir: None,
             },
             &|_, _| {},
         );

@@ -68,6 +68,19 @@ pub struct Failure {
     /// The first tick at which it broke, when the oracle goes tick by tick.
     pub tick: Option<u32>,
     pub detail: String,
+    /// After shrinking: what the smallest failing case kept, and the recording of its run
+    /// at one shard (for `migratory-replay verify`, `diff`, `migratory-server view`).
+    pub shrunk: Option<Shrunk>,
+}
+
+/// The smallest failing case a shrink found.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Shrunk {
+    pub ticks: u32,
+    pub clients: u32,
+    pub boids: u32,
+    pub tick: Option<u32>,
+    pub recording: Option<std::path::PathBuf>,
 }
 
 /// What a passing case did, and how long each oracle took.
@@ -98,6 +111,11 @@ pub fn run_case(case: &Case) -> Result<CaseReport, Failure> {
     run_case_with(case, &mut |_| {})
 }
 
+/// The recording of `case`'s driving run (one shard), as the `recording` oracle reads it.
+pub fn recording_of(case: &Case) -> Result<Vec<u8>, String> {
+    drive(case).map(|d| d.recording).map_err(|(_, e)| e)
+}
+
 /// `run_case` with a divergence planted in the run at the case's other shard count: boid
 /// `entity` nudged by a millimetre at `tick` (to show the oracles catch one).
 #[cfg(feature = "fault-injection")]
@@ -113,6 +131,7 @@ fn run_case_with(case: &Case, tamper: &mut dyn FnMut(&mut World)) -> Result<Case
         oracle,
         tick,
         detail,
+        shrunk: None,
     };
     let mut report = CaseReport {
         ticks: case.ticks,

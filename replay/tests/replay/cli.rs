@@ -314,7 +314,10 @@ fn check_and_sim_write_junit_reports() {
     );
     let xml = std::fs::read_to_string(&report).unwrap();
     assert!(xml.contains("tests=\"2\" failures=\"1\""), "{xml}");
-    assert!(xml.contains(&format!("name=\"{}\"", path(&recs.join("a.mrec")))), "{xml}");
+    assert!(
+        xml.contains(&format!("name=\"{}\"", path(&recs.join("a.mrec")))),
+        "{xml}"
+    );
     assert_eq!(xml.matches("<failure ").count(), 1, "{xml}");
 
     // A short sim run: one passing case for the run, naming its seed.

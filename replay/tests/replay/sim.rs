@@ -29,3 +29,27 @@ fn a_planted_divergence_is_reported_at_its_tick_with_the_seed() {
     }
     panic!("only {checked} cases with boids in 40 seeds");
 }
+
+#[test]
+fn a_planted_divergence_shrinks_to_its_tick_and_no_players() {
+    use migratory_replay::sim::{recording_of, shrink};
+    let case = (0..40)
+        .map(|i| Case::from_seed(case_seed(13, i)))
+        .find(|c| c.config.boid_count >= 8 && c.ticks >= 30 && c.script.clients >= 2)
+        .expect("a case with boids and players");
+    let (tick, entity) = (20, 3);
+    let failure = run_case_with_fault(&case, tick, entity).expect_err("planted");
+    let (small, f) = shrink(&case, &failure, &mut |c| {
+        run_case_with_fault(c, tick, entity).err()
+    });
+    assert_eq!(f.oracle, Oracle::Shards, "{f:?}");
+    assert_eq!(f.tick, Some(tick));
+    assert_eq!(small.ticks, tick, "cut at the failing tick");
+    assert_eq!(small.script.clients, 0, "the players did not matter");
+    assert_eq!(small.invalid_per_mille, 0);
+    assert!(small.config.boid_count > entity && small.config.boid_count < case.config.boid_count);
+    // The shrunken case's run is a recording of its own, replayable with the tools.
+    let bytes = recording_of(&small).expect("a recording");
+    let rec = migratory_replay::Recording::from_bytes(bytes).expect("it opens");
+    assert_eq!(rec.last_tick(), tick);
+}
