@@ -6,13 +6,12 @@
 //! 1001 (bounded by `shutdown_timeout_seconds`), then stop the tick thread, which writes the
 //! recording's end record.
 
-use std::fs::{File, OpenOptions};
 use std::io::BufWriter;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Query, Request, State};
@@ -610,7 +609,7 @@ fn open_recording(
         move |source| ServerError::Recording { path, source }
     };
     std::fs::create_dir_all(&r.dir).map_err(err(&r.dir))?;
-    let (path, file) = create_session_file(&r.dir).map_err(err(&r.dir))?;
+    let (path, file) = crate::recorder::create_session_file(&r.dir).map_err(err(&r.dir))?;
     let writer = RecordingWriter::new(
         BufWriter::new(file),
         world,
@@ -623,51 +622,6 @@ fn open_recording(
     )
     .map_err(err(&path))?;
     Recorder::start(path.clone(), writer, metrics.clone()).map_err(err(&path))
-}
-
-/// `session-YYYYMMDD-HHMMSS-PID[-N].mrec`, never overwriting an existing file.
-fn create_session_file(dir: &Path) -> std::io::Result<(PathBuf, File)> {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let stamp = utc_stamp(secs);
-    let pid = std::process::id();
-    for n in 0..1000u32 {
-        let name = if n == 0 {
-            format!("session-{stamp}-{pid}.mrec")
-        } else {
-            format!("session-{stamp}-{pid}-{n}.mrec")
-        };
-        let path = dir.join(name);
-        match OpenOptions::new().write(true).create_new(true).open(&path) {
-            Ok(f) => return Ok((path, f)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(std::io::Error::other("no free recording file name"))
-}
-
-/// `YYYYMMDD-HHMMSS` in UTC from Unix seconds (civil-from-days, proleptic Gregorian).
-fn utc_stamp(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
 }
 
 /// What WELCOME tells every client about the world it joins.
@@ -806,16 +760,4 @@ async fn ws_upgrade(
         .header(header::SEC_WEBSOCKET_ACCEPT, accept)
         .body(Body::empty())
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utc_stamps() {
-        assert_eq!(utc_stamp(0), "19700101-000000");
-        assert_eq!(utc_stamp(951_782_400 + 3661), "20000229-010101");
-        assert_eq!(utc_stamp(1_764_686_096), "20251202-143456");
-    }
 }
