@@ -4,6 +4,8 @@
 //!
 //! - `invariants`: after every tick, boids counted and inside the world, active players
 //!   within the slots and inside the world, no snapshot over its byte budget;
+//! - `decoder`: every client's snapshots, decoded with the client's decoder
+//!   (`ClientDecoder`), give exactly the view the world computed for that client;
 //! - `shards`: the same inputs at the case's other shard count give every tick's state
 //!   root and snapshots root (every client's snapshot bytes) equal;
 //! - `checkpoint`: a checkpoint saved at a random tick, restored at another shard count
@@ -18,7 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use migratory_kernel::{restore_checkpoint, save_checkpoint, Script, TickInputs, World};
+use migratory_kernel::{restore_checkpoint, save_checkpoint, ClientDecoder, Script, TickInputs, World};
 
 use super::case::{invalid_input, Case, Rng};
 use crate::{Recording, RecordingWriter};
@@ -29,6 +31,7 @@ use crate::{Recording, RecordingWriter};
 pub enum Oracle {
     Drive,
     Invariants,
+    Decoder,
     Shards,
     Checkpoint,
     Recording,
@@ -37,9 +40,10 @@ pub enum Oracle {
 }
 
 impl Oracle {
-    pub const ALL: [Oracle; 7] = [
+    pub const ALL: [Oracle; 8] = [
         Oracle::Drive,
         Oracle::Invariants,
+        Oracle::Decoder,
         Oracle::Shards,
         Oracle::Checkpoint,
         Oracle::Recording,
@@ -51,6 +55,7 @@ impl Oracle {
         match self {
             Oracle::Drive => "drive",
             Oracle::Invariants => "invariants",
+            Oracle::Decoder => "decoder",
             Oracle::Shards => "shards",
             Oracle::Checkpoint => "checkpoint",
             Oracle::Recording => "recording",
@@ -150,6 +155,8 @@ fn run_case_with(case: &Case, tamper: &mut dyn FnMut(&mut World)) -> Result<Case
     let driven = drive(case).map_err(|(tick, detail)| {
         let oracle = if detail.starts_with("invariant") {
             Oracle::Invariants
+        } else if detail.starts_with("decoder") {
+            Oracle::Decoder
         } else {
             Oracle::Drive
         };
@@ -226,6 +233,7 @@ fn drive(case: &Case) -> Result<Driven, TickError> {
         checkpoint: Vec::new(),
     };
     d.written.push((0, writer.bytes_written()));
+    let mut decoders: std::collections::BTreeMap<u32, ClientDecoder> = std::collections::BTreeMap::new();
     let mut inputs = TickInputs::default();
     for _ in 0..case.ticks {
         script.next_inputs(&world, world.output(), &mut inputs);
@@ -244,6 +252,7 @@ fn drive(case: &Case) -> Result<Driven, TickError> {
             .map_err(|e| (Some(tick), format!("recording: {e}")))?;
         d.written.push((tick, writer.bytes_written()));
         check_invariants(&world).map_err(|e| (Some(tick), format!("invariant: {e}")))?;
+        check_decoded(&world, &mut decoders).map_err(|e| (Some(tick), format!("decoder: {e}")))?;
         if tick == case.checkpoint_tick {
             d.checkpoint = save_checkpoint(&world);
         }
@@ -294,6 +303,37 @@ fn check_invariants(world: &World) -> Result<(), String> {
             s.client,
             s.bytes.len()
         ));
+    }
+    Ok(())
+}
+
+/// Every snapshot of the tick decoded by its client's decoder: the view must be the one
+/// the world computed for that client. A client that (re)joined starts a new decoder.
+fn check_decoded(
+    world: &World,
+    decoders: &mut std::collections::BTreeMap<u32, ClientDecoder>,
+) -> Result<(), String> {
+    let out = world.output();
+    for j in &out.joined {
+        decoders.insert(j.client, ClientDecoder::new());
+    }
+    for client in &out.left {
+        decoders.remove(client);
+    }
+    for s in out.snapshots() {
+        let decoder = decoders.entry(s.client).or_default();
+        let (_, view) = decoder
+            .decode(s.bytes)
+            .map_err(|e| format!("client {}'s snapshot does not decode: {e}", s.client))?;
+        let expected = world.client_view(s.client, out.tick).unwrap_or(&[]);
+        if view != expected {
+            return Err(format!(
+                "client {}'s decoded view ({} entities) is not the world's ({} entities)",
+                s.client,
+                view.len(),
+                expected.len()
+            ));
+        }
     }
     Ok(())
 }
