@@ -599,14 +599,7 @@ async fn segment(
     };
     Ok(match fleet.append(&grant, q.offset, &body).await? {
         Append::Stored => StatusCode::NO_CONTENT.into_response(),
-        Append::Fenced { epoch_now } => (
-            StatusCode::CONFLICT,
-            Json(json!({
-                "error": format!("fenced: world `{id}` is at epoch {epoch_now}, this server ran under {}", grant.holder.epoch),
-                "epoch": epoch_now,
-            })),
-        )
-            .into_response(),
+        Append::Fenced { epoch_now } => fenced(&id, epoch_now, grant.holder.epoch),
         Append::Gap { stored_bytes } => (
             StatusCode::UNPROCESSABLE_ENTITY,
             Json(json!({
@@ -616,6 +609,18 @@ async fn segment(
         )
             .into_response(),
     })
+}
+
+/// The 409 of a server whose world moved on past the epoch it ran under.
+fn fenced(id: &str, epoch_now: i64, ran_under: i64) -> Response {
+    (
+        StatusCode::CONFLICT,
+        Json(json!({
+            "error": format!("fenced: world `{id}` is at epoch {epoch_now}, this server ran under {ran_under}"),
+            "epoch": epoch_now,
+        })),
+    )
+        .into_response()
 }
 
 /// `POST /internal/worlds/{id}/reclaim` with the server's token: its reclaim file, whole.
@@ -632,14 +637,7 @@ async fn reclaim(
     };
     Ok(match fleet.store_reclaim(&grant, &body).await? {
         None => StatusCode::NO_CONTENT.into_response(),
-        Some(epoch_now) => (
-            StatusCode::CONFLICT,
-            Json(json!({
-                "error": format!("fenced: world `{id}` is at epoch {epoch_now}, this server ran under {}", grant.holder.epoch),
-                "epoch": epoch_now,
-            })),
-        )
-            .into_response(),
+        Some(epoch_now) => fenced(&id, epoch_now, grant.holder.epoch),
     })
 }
 

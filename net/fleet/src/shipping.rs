@@ -38,19 +38,10 @@ impl Fleet {
         offset: u64,
         bytes: &[u8],
     ) -> Result<Append, FleetError> {
-        if !self.ships() {
-            return Err(FleetError::Invalid {
-                reason: "this fleet keeps segments on its own disk (SQLite); nothing is shipped".into(),
-            });
-        }
-        let world = &grant.content.world_id;
-        if self.node.lease_lapsed() {
-            // This node cannot show that it still holds its worlds (its lease went
-            // unrenewed: the store unreachable, or this node frozen): another node may have
-            // taken them over, so its servers stop rather than serve a world nobody keeps.
-            self.metrics.fenced_appends.inc();
+        if !self.takes_shipments()? {
             return Ok(Append::Fenced { epoch_now: -1 });
         }
+        let world = &grant.content.world_id;
         let t0 = std::time::Instant::now();
         let done = self
             .store
@@ -70,6 +61,25 @@ impl Fleet {
     /// Stores a server's reclaim file with its segment: `None` stored, `Some(epoch now)`
     /// fenced (as for `append`).
     pub(crate) async fn store_reclaim(&self, grant: &Grant, bytes: &[u8]) -> Result<Option<i64>, FleetError> {
+        if !self.takes_shipments()? {
+            return Ok(Some(-1));
+        }
+        let world = &grant.content.world_id;
+        let fenced = self
+            .store
+            .set_reclaim(world, grant.segment_seq, &grant.holder, bytes)
+            .await?;
+        if fenced.is_some() {
+            self.metrics.fenced_appends.inc();
+        }
+        Ok(fenced)
+    }
+
+    /// Whether this node takes its servers' shipments: an error without a shared store;
+    /// false (counted as fenced) when its lease lapsed, since this node cannot show that it
+    /// still holds its worlds (the store unreachable, or this node frozen) and another node
+    /// may have taken them over, so its servers stop rather than serve a world nobody keeps.
+    fn takes_shipments(&self) -> Result<bool, FleetError> {
         if !self.ships() {
             return Err(FleetError::Invalid {
                 reason: "this fleet keeps segments on its own disk (SQLite); nothing is shipped".into(),
@@ -77,13 +87,9 @@ impl Fleet {
         }
         if self.node.lease_lapsed() {
             self.metrics.fenced_appends.inc();
-            return Ok(Some(-1));
+            return Ok(false);
         }
-        let world = &grant.content.world_id;
-        Ok(self
-            .store
-            .set_reclaim(world, grant.segment_seq, &grant.holder, bytes)
-            .await?)
+        Ok(true)
     }
 
     /// Ships what the segment's local file holds past the store's copy, under `epoch`

@@ -136,11 +136,7 @@ pub(crate) fn spawn(
                 let url = reclaim_url(&target.fleet_url, &target.world_id);
                 match post(&target, url, r.clone(), last_taken).await {
                     Shipped::Taken => reclaim_shipped = Some(r),
-                    Shipped::Refused(reason) => {
-                        tracing::error!(%reason, "fenced: another server owns this world now; stopping");
-                        fence.set(reason);
-                        return;
-                    }
+                    Shipped::Refused(reason) => return fenced(&fence, reason),
                     Shipped::Failed => {
                         metrics.recording_ship_failures_total.fetch_add(1, Relaxed);
                         if finishing {
@@ -169,11 +165,10 @@ pub(crate) fn spawn(
                     metrics.recording_shipped_bytes.store(shipped, Relaxed);
                 }
                 Shipped::Refused(reason) => {
-                    let reason =
-                        format!("the fleet refused the recording's bytes from offset {shipped} ({reason})");
-                    tracing::error!(%reason, "fenced: another server owns this world now; stopping");
-                    fence.set(reason);
-                    return;
+                    return fenced(
+                        &fence,
+                        format!("the fleet refused the recording's bytes from offset {shipped} ({reason})"),
+                    )
                 }
                 Shipped::Failed => {
                     metrics.recording_ship_failures_total.fetch_add(1, Relaxed);
@@ -186,6 +181,12 @@ pub(crate) fn spawn(
             }
         }
     })
+}
+
+/// The fleet refused a shipment: this server may not write the world any more.
+fn fenced(fence: &Fence, reason: String) {
+    tracing::error!(%reason, "fenced: another server owns this world now; stopping");
+    fence.set(reason);
 }
 
 /// How one shipment went.

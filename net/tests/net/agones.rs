@@ -82,6 +82,35 @@ fn sidecar_socket() -> (tokio::net::TcpSocket, u16) {
     (socket, port)
 }
 
+/// The server under test with the sidecar's port in its environment.
+fn spawn_server(
+    config: &std::path::Path,
+    sdk_port: u16,
+    stdout: Stdio,
+    stderr: Stdio,
+) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_test-migratory-server"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .env("AGONES_SDK_HTTP_PORT", sdk_port.to_string())
+        .stdout(stdout)
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn migratory-server")
+}
+
+/// Reads the server's ready line (its WebSocket URL) and drains the rest of its stdout.
+fn ready_url(child: &mut std::process::Child) -> String {
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("a line");
+    let url = migratory_wire::fleet::parse_ready_line(&line)
+        .expect("listening line")
+        .to_string();
+    std::thread::spawn(move || for _ in out.lines() {});
+    url
+}
+
 fn paths(calls: &Calls) -> Vec<String> {
     calls.lock().unwrap().iter().map(|c| c.1.clone()).collect()
 }
@@ -123,21 +152,8 @@ world_size_mm = 256000
 boid_count = 400
 "#,
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_test-migratory-server"))
-        .args(["serve", "--config"])
-        .arg(&config)
-        .env("AGONES_SDK_HTTP_PORT", port.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn migratory-server");
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("a line");
-    let url = migratory_wire::fleet::parse_ready_line(&line)
-        .expect("listening line")
-        .to_string();
-    std::thread::spawn(move || for _ in out.lines() {});
+    let mut child = spawn_server(&config, port, Stdio::piped(), Stdio::null());
+    let url = ready_url(&mut child);
 
     let calls: Calls = Arc::default();
     let state: State = Arc::new(Mutex::new("Ready"));
@@ -254,14 +270,7 @@ boid_count = 400
     let state: State = Arc::new(Mutex::new("Scheduled"));
     let rt = crate::common::runtime();
     let _sidecar = rt.block_on(sidecar(sidecar_socket, calls.clone(), state));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_test-migratory-server"))
-        .args(["serve", "--config"])
-        .arg(&config)
-        .env("AGONES_SDK_HTTP_PORT", port.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn migratory-server");
+    let mut child = spawn_server(&config, port, Stdio::piped(), Stdio::null());
     rt.block_on(wait_for(&calls, "/health", Duration::from_secs(5)));
     let health_at = Instant::now();
     rt.block_on(async {
@@ -328,14 +337,7 @@ boid_count = 400
     let _refusing = rt.spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
-    let mut child = Command::new(env!("CARGO_BIN_EXE_test-migratory-server"))
-        .args(["serve", "--config"])
-        .arg(&config)
-        .env("AGONES_SDK_HTTP_PORT", port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn migratory-server");
+    let mut child = spawn_server(&config, port, Stdio::null(), Stdio::piped());
     let deadline = Instant::now() + Duration::from_secs(15);
     let status = loop {
         if let Some(s) = child.try_wait().expect("try_wait") {
@@ -378,21 +380,8 @@ boid_count = 400
     let state: State = Arc::new(Mutex::new("Allocated"));
     let rt = crate::common::runtime();
     let _sidecar = rt.block_on(sidecar_with(sidecar_socket, calls.clone(), state, false));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_test-migratory-server"))
-        .args(["serve", "--config"])
-        .arg(&config)
-        .env("AGONES_SDK_HTTP_PORT", port.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn migratory-server");
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("a line");
-    let url = migratory_wire::fleet::parse_ready_line(&line)
-        .expect("listening line")
-        .to_string();
-    std::thread::spawn(move || for _ in out.lines() {});
+    let mut child = spawn_server(&config, port, Stdio::piped(), Stdio::null());
+    let url = ready_url(&mut child);
     rt.block_on(async {
         let witness = Witness::join(&url).await;
         wait_for(&calls, "/v1beta1/lists/players:addValue", Duration::from_secs(5)).await;

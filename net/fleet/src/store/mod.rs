@@ -333,17 +333,35 @@ impl Store {
     /// Gives the world up: no owner, no server, and the next epoch, so nothing its last
     /// server still sends is taken. False when it was no longer `holder`'s.
     pub async fn release_world(&self, id: &str, holder: &Holder) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE worlds SET server_pid = NULL, ws_url = NULL, owner_node = NULL, epoch = epoch + 1 \
-             WHERE id = $1 AND owner_node = $2 AND epoch = $3 AND created_unix_ms = $4",
+        self.update_held(
+            "server_pid = NULL, ws_url = NULL, owner_node = NULL, epoch = epoch + 1",
+            id,
+            holder,
+            "release world",
         )
-        .bind(id)
-        .bind(&holder.node)
-        .bind(holder.epoch)
-        .bind(holder.created_unix_ms)
-        .execute(&self.pool)
         .await
-        .map_err(q("release world"))?;
+    }
+
+    /// `UPDATE worlds SET {set}` of world `id` while `holder` holds it (`set` binds no
+    /// parameter); false when it no longer does.
+    async fn update_held(
+        &self,
+        set: &str,
+        id: &str,
+        holder: &Holder,
+        what: &'static str,
+    ) -> Result<bool, StoreError> {
+        let sql = format!(
+            "UPDATE worlds SET {set} WHERE id = $1 AND owner_node = $2 AND epoch = $3 AND created_unix_ms = $4"
+        );
+        let done = sqlx::query(&sql)
+            .bind(id)
+            .bind(&holder.node)
+            .bind(holder.epoch)
+            .bind(holder.created_unix_ms)
+            .execute(&self.pool)
+            .await
+            .map_err(q(what))?;
         Ok(done.rows_affected() == 1)
     }
 }
@@ -391,18 +409,8 @@ impl Store {
     /// Forgets the world's server while `holder` keeps the world (a move is stopping it):
     /// joins elsewhere wait instead of answering its URL. False when it is not `holder`'s.
     pub async fn clear_server(&self, id: &str, holder: &Holder) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE worlds SET server_pid = NULL, ws_url = NULL \
-             WHERE id = $1 AND owner_node = $2 AND epoch = $3 AND created_unix_ms = $4",
-        )
-        .bind(id)
-        .bind(&holder.node)
-        .bind(holder.epoch)
-        .bind(holder.created_unix_ms)
-        .execute(&self.pool)
-        .await
-        .map_err(q("clear server"))?;
-        Ok(done.rows_affected() == 1)
+        self.update_held("server_pid = NULL, ws_url = NULL", id, holder, "clear server")
+            .await
     }
 
     /// The worlds `node` owns with no server recorded: handed to it by a move (or being

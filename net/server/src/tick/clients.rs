@@ -95,6 +95,17 @@ impl TickClient {
         self.kernel_seq = self.kernel_seq.wrapping_add(1);
         self.kernel_seq
     }
+
+    /// The steer that stops `client`'s avatar where it is (throttle 0).
+    pub fn stop(&mut self, client: u32) -> Input {
+        Input::Steer {
+            client,
+            seq: self.next_seq(),
+            dir_x: 0,
+            dir_y: 0,
+            throttle: 0,
+        }
+    }
 }
 
 /// The players of an earlier session still in a resumed world, and the reconnect tokens
@@ -265,14 +276,7 @@ impl TickLoop {
                 c.pending_ack = None;
                 if !c.spectator {
                     // Idle: the avatar stops where it is.
-                    let seq = c.next_seq();
-                    self.inputs.inputs.push(Input::Steer {
-                        client,
-                        seq,
-                        dir_x: 0,
-                        dir_y: 0,
-                        throttle: 0,
-                    });
+                    self.inputs.inputs.push(c.stop(client));
                 }
                 self.metrics.clients.fetch_sub(1, Relaxed);
                 self.metrics.clients_detached.fetch_add(1, Relaxed);
@@ -303,14 +307,7 @@ impl TickLoop {
             let Some(c) = self.clients.get_mut(&client) else {
                 continue;
             };
-            let seq = c.next_seq();
-            self.inputs.inputs.push(Input::Steer {
-                client,
-                seq,
-                dir_x: 0,
-                dir_y: 0,
-                throttle: 0,
-            });
+            self.inputs.inputs.push(c.stop(client));
         }
     }
 

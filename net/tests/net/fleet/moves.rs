@@ -30,6 +30,21 @@ fn seg_file(nodes: &[&Fleet], seg: &Value) -> PathBuf {
         .unwrap_or_else(|| panic!("no node has {rel}"))
 }
 
+/// The Join inputs a segment's recording holds.
+fn joins_in(file: &std::path::Path) -> usize {
+    let rec = Recording::open(file).expect("segment");
+    rec.ticks_from(rec.first_tick())
+        .map(|t| {
+            t.expect("tick")
+                .inputs
+                .inputs
+                .iter()
+                .filter(|i| matches!(i, Input::Join { .. }))
+                .count()
+        })
+        .sum()
+}
+
 async fn post(node: &Fleet, path: &str, body: &str) -> (u16, Value) {
     node.call(http::Method::POST, path, Some(body)).await
 }
@@ -145,19 +160,7 @@ fn moved_and_drained_worlds_keep_every_avatar_and_their_chain_verifies() {
         let files: Vec<PathBuf> = segs.iter().map(|s| seg_file(&nodes, s)).collect();
         tools::verify_chain(&files, &[1, 2], &mut |_, _| {})
             .unwrap_or_else(|e| panic!("the moved world's chain verifies: {e}"));
-        let mut joins = 0;
-        for f in &files {
-            let rec = Recording::open(f).expect("segment");
-            for t in rec.ticks_from(rec.first_tick()) {
-                let t = t.expect("tick");
-                joins += t
-                    .inputs
-                    .inputs
-                    .iter()
-                    .filter(|i| matches!(i, Input::Join { .. }))
-                    .count();
-            }
-        }
+        let joins: usize = files.iter().map(|f| joins_in(f)).sum();
         assert_eq!(joins, BOTS as usize, "one join per bot across every move");
     });
 }
@@ -212,17 +215,7 @@ fn after_a_world_server_is_killed_every_bot_reclaims_its_avatar_on_the_resumed_o
         tools::verify_chain(&files, &[1, 2], &mut |_, _| {})
             .unwrap_or_else(|e| panic!("the chain verifies across the crash: {e}"));
         // The resumed session joined nobody: every bot took its old avatar (and score) back.
-        let rec = Recording::open(&files[1]).expect("resumed segment");
-        let mut joins = 0;
-        for t in rec.ticks_from(rec.first_tick()) {
-            let t = t.expect("tick");
-            joins += t
-                .inputs
-                .inputs
-                .iter()
-                .filter(|i| matches!(i, Input::Join { .. }))
-                .count();
-        }
+        let joins = joins_in(&files[1]);
         assert_eq!(joins, 0, "no bot joined as a new avatar after the crash");
     });
 }

@@ -1,14 +1,12 @@
 // The live viewer in a real browser: Debian's Chromium driven by playwright-core.
 // Run by net/tests/net/viewer/ as `node browser.mjs URL OUT_DIR`; it prints
 // `close-now` when it wants the server stopped, and exits 0 when every check passed.
-import { launch, pageWithErrors } from "./launch.mjs";
+import { check, launch, pageWithErrors } from "./launch.mjs";
 import { mkdirSync } from "node:fs";
 import { createInterface } from "node:readline";
 
 const [url, out] = process.argv.slice(2);
 mkdirSync(out, { recursive: true });
-const fail = (msg) => { console.error(`FAIL: ${msg}`); process.exit(1); };
-const check = (ok, msg) => { if (!ok) fail(msg); console.log(`ok: ${msg}`); };
 
 const browser = await launch();
 try {

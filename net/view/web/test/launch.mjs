@@ -18,3 +18,9 @@ export async function pageWithErrors(browser, errors) {
   page.on("pageerror", (e) => errors.push(String(e)));
   return page;
 }
+
+/** Ends the test with a failure line on stderr and exit status 1. */
+export const fail = (msg) => { console.error(`FAIL: ${msg}`); process.exit(1); };
+
+/** A passed check says so on stdout; a failed one ends the test. */
+export const check = (ok, msg) => { if (!ok) fail(msg); console.log(`ok: ${msg}`); };

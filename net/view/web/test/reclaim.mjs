@@ -4,13 +4,11 @@
 // recording on the same address), and checks that the page reconnects by itself and takes
 // its avatar back: the same client and avatar, snapshots decoding on with the kept decoder,
 // the world's ticks going on. Exits 0 when every check passed.
-import { launch, pageWithErrors } from "./launch.mjs";
+import { check, launch, pageWithErrors } from "./launch.mjs";
 import { mkdirSync } from "node:fs";
 
 const [url, out] = process.argv.slice(2);
 mkdirSync(out, { recursive: true });
-const fail = (msg) => { console.error(`FAIL: ${msg}`); process.exit(1); };
-const check = (ok, msg) => { if (!ok) fail(msg); console.log(`ok: ${msg}`); };
 
 const browser = await launch();
 try {
