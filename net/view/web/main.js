@@ -51,6 +51,7 @@ const $ = (id) => document.getElementById(id);
 const state = {
   connection: "not connected",
   closeReason: null,
+  closeCodes: [], // every close's code, in order (a reconnect's refusals follow a 4001)
   welcome: null,
   decoder: new ClientDecoder(),
   latest: null, // {header, view, sentTicks, arrivedMs}
@@ -150,6 +151,7 @@ async function connect(name, spectate = false, reclaim = false) {
 function onClose(ev) {
   const words = ev.reason || CLOSE_REASONS[ev.code] || "closed";
   state.closeReason = { code: ev.code, reason: words };
+  state.closeCodes.push(ev.code);
   const lost = ev.code === 1006 || ev.code === CLOSE.REJOIN;
   if (lost && state.reconnectToken && joined) {
     state.reconnecting ??= { since: performance.now(), attempt: 0 };

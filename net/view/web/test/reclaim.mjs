@@ -26,7 +26,8 @@ try {
   check(before.token, "WELCOME carried a reconnect token");
 
   console.log("move-now");
-  await page.waitForFunction(() => window.migratory.closeReason?.code === 4001, null, { timeout: 15000 });
+  // The page's refused reconnects (1006) follow at once: look at every close, not the last.
+  await page.waitForFunction(() => window.migratory.closeCodes.includes(4001), null, { timeout: 15000 });
   check(true, "the move closed the page with 4001");
   await page.waitForFunction(() => window.migratory.reclaims === 1 && window.migratory.connection === "playing", null, { timeout: 20000 });
   await page.waitForFunction((t) => window.migratory.latest && window.migratory.latest.header.tick > t + 30, before.tick, { timeout: 10000 });
