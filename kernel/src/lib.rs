@@ -50,7 +50,7 @@ pub use hash::{hex, ChunkId, ChunkKind, ItemIds, TreeLayout, BOIDS_PER_CHUNK};
 pub use input::{name_is_valid, Input, Rejections, TickInputs, NAME_BYTES_MAX, THROTTLE_MAX};
 pub use output::{CastStats, ClientSnapshot, Joined, StreamSummary, TickOutput};
 pub use player::Player;
-pub use pool::{PinError, SHARD_COUNT_MAX};
+pub use pool::{set_spin_rounds, PinError, SHARD_COUNT_MAX};
 pub use rules_version::KERNEL_RULES_VERSION;
 pub use scripted::{Script, ScriptConfig};
 pub use snapshot::{

@@ -13,7 +13,7 @@
 
 use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 
@@ -24,6 +24,19 @@ pub const SHARD_COUNT_MAX: usize = 64;
 /// project's machines that is roughly 100 us: it covers the gaps between the jobs of
 /// one tick, but a worker idle between the ticks of a live server soon parks.
 const SPIN_ROUNDS_MAX: u32 = 1 << 13;
+
+/// The spin bound in force (`set_spin_rounds`): process-wide, because it is a fact about
+/// how many threads share the machine's cores, not about any one world.
+static SPIN_ROUNDS: AtomicU32 = AtomicU32::new(SPIN_ROUNDS_MAX);
+
+/// Sets how many rounds every pool's waiting threads spin before they park (at most
+/// `SPIN_ROUNDS_MAX`; 0: park at once). Spinning pays only when each shard has a core of
+/// its own: a process that runs several multi-shard worlds at once on fewer cores (the
+/// simulator, verifying at many shard counts) turns it off, or the spinning threads take
+/// the very cores the threads they wait for need. Scheduling only: no result changes.
+pub fn set_spin_rounds(rounds: u32) {
+    SPIN_ROUNDS.store(rounds.min(SPIN_ROUNDS_MAX), Ordering::Relaxed);
+}
 
 type Job = dyn Fn(usize) + Sync;
 
@@ -62,7 +75,7 @@ fn lock(m: &Mutex<Parked>) -> MutexGuard<'_, Parked> {
 /// Spins until `ready()` or the spin bound; returns whether `ready()` held.
 #[inline]
 fn spin_until(ready: impl Fn() -> bool) -> bool {
-    for _ in 0..SPIN_ROUNDS_MAX {
+    for _ in 0..SPIN_ROUNDS.load(Ordering::Relaxed) {
         if ready() {
             return true;
         }

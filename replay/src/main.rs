@@ -588,6 +588,8 @@ fn sim(
     failures_dir: &std::path::Path,
 ) -> anyhow::Result<ExitCode> {
     use migratory_replay::sim;
+    // A case's worlds run more shard threads than there are cores (see `sim::run`).
+    migratory_kernel::set_spin_rounds(0);
     let Some(seconds) = seconds else {
         let Some(seed) = seed else {
             anyhow::bail!("give --seconds N for a run, or --seed S to rerun one case");
@@ -608,7 +610,7 @@ fn sim(
                 }
                 Ok(r) => out!("passed every oracle ({} ticks)", r.ticks),
                 Err(f) => {
-                    out!("FAILED {}: {} at tick {:?}", f.oracle.name(), f.detail, f.tick);
+                    out!("FAILED {f}");
                     print_shrunk(f);
                 }
             }
@@ -659,10 +661,7 @@ fn sim(
                 name: format!("case seed {}", f.seed),
                 seconds: 0.0,
                 failure: Some(format!(
-                    "{} at tick {:?}: {} (rerun: migratory-replay sim --seed {}){}",
-                    f.oracle.name(),
-                    f.tick,
-                    f.detail,
+                    "{f} (rerun: migratory-replay sim --seed {}){}",
                     f.seed,
                     f.shrunk
                         .as_ref()
@@ -703,11 +702,8 @@ fn sim(
         }
         for f in &t.failures {
             out!(
-                "FAILED case seed {}: {} at tick {:?}: {} (rerun: migratory-replay sim --seed {})",
+                "FAILED case seed {}: {f} (rerun: migratory-replay sim --seed {})",
                 f.seed,
-                f.oracle.name(),
-                f.tick,
-                f.detail,
                 f.seed
             );
             print_shrunk(f);

@@ -1,9 +1,12 @@
-//! One simulator case, all from its seed: a random valid world config, a random session
+//! One simulator case, all from its seed: a random world config (every field drawn), a random session
 //! (the kernel's scripted players with random joins, leaves, spectators, ack lags and
 //! dropped snapshots, plus invalid inputs of every kind the kernel refuses), the shard
 //! counts to compare, where to checkpoint, how to record, and where to tear the recording.
 
-use migratory_kernel::{Input, ScriptConfig, WorldConfig};
+use migratory_kernel::{
+    FlockingConfig, Input, PlayerConfig, ScriptConfig, Terrain, WorldConfig, SPEED_MAX_MM_PER_TICK,
+    THINK_INTERVAL_TICKS_MAX,
+};
 
 use crate::WriterOptions;
 
@@ -106,49 +109,18 @@ impl Case {
     }
 }
 
-/// A random world the kernel accepts: drawn until one validates (a few draws at most).
+/// A random world the kernel accepts and can build: every field of `WorldConfig` drawn
+/// within its valid range (the flocking and player tables field by field, each half the
+/// time from its whole range and half the time at its default, so both odd and ordinary
+/// worlds are common), redrawn until it validates and its terrain has land to spawn on.
 fn world_config(r: &mut Rng) -> WorldConfig {
     for _ in 0..64 {
-        let cells = [32u32, 48, 64, 96, 128][r.range(0, 4) as usize];
-        let world_size_mm = cells * 1_000;
-        let quarter = u64::from(world_size_mm / 4);
-        let tick_rate_hz = [20u32, 30, 60][r.range(0, 2) as usize];
-        let snapshot_interval_ticks = r.range(1, 6) as u32;
-        // At least 64 bytes a snapshot on average (the smallest frame must fit).
-        let avg_min = u64::from(64 * tick_rate_hz).div_ceil(u64::from(snapshot_interval_ticks));
-        let avg = r.range(avg_min.max(1_000), 16_000) as u32;
-        let defaults = WorldConfig::default();
-        let mut flocking = defaults.flocking.clone();
-        flocking.neighbour_radius_mm = flocking.neighbour_radius_mm.min(world_size_mm / 10);
-        flocking.separation_radius_mm = flocking.separation_radius_mm.min(flocking.neighbour_radius_mm);
-        flocking.flee_radius_mm = flocking.flee_radius_mm.min(world_size_mm / 10);
-        flocking.edge_margin_mm = flocking.edge_margin_mm.min(world_size_mm / 4);
-        let mut player = defaults.player.clone();
-        player.cast_radius_mm = player.cast_radius_mm.min(world_size_mm / 10);
-        let c = WorldConfig {
-            seed: r.next(),
-            world_size_mm,
-            terrain_grid_cells: cells,
-            terrain_cell_size_mm: 1_000,
-            hunting_field_count: r.range(0, 3) as u32,
-            hunting_field_radius_mm: r.range(1_000, quarter.min(12_000)) as u32,
-            town_radius_mm: r.range(1_000, quarter.min(10_000)) as u32,
-            boid_count: r.range(0, 300) as u32,
-            tick_rate_hz,
-            snapshot_interval_ticks,
-            view_radius_mm: r.range(1_000, quarter) as u32,
-            client_slots_max: r.range(1, 10) as u32,
-            downstream_avg_bytes_per_s: avg,
-            downstream_cap_bytes_per_s: r.range(u64::from(avg.max(1_000)), u64::from(avg) * 3) as u32,
-            flocking,
-            player,
-            ..defaults
-        };
-        if c.validate().is_ok() {
+        let c = draw_world(r);
+        if c.validate().is_ok() && Terrain::generate(&c).is_ok() {
             return c;
         }
     }
-    // The draws above nearly always validate; this one always does.
+    // The draws above nearly always give a world; this one always does.
     WorldConfig {
         seed: r.next(),
         world_size_mm: 64_000,
@@ -161,6 +133,82 @@ fn world_config(r: &mut Rng) -> WorldConfig {
         view_radius_mm: 16_000,
         client_slots_max: 4,
         ..WorldConfig::default()
+    }
+}
+
+fn draw_world(r: &mut Rng) -> WorldConfig {
+    let cells = [32u32, 48, 64, 96, 128][r.range(0, 4) as usize];
+    let cell_mm = [500u32, 1_000, 2_000][r.range(0, 2) as usize];
+    let world_size_mm = cells * cell_mm;
+    let quarter = u64::from(world_size_mm / 4);
+    let tenth = u64::from(world_size_mm / 10);
+    let tick_rate_hz = [20u32, 30, 60][r.range(0, 2) as usize];
+    let snapshot_interval_ticks = r.range(1, 6) as u32;
+    // At least 64 bytes a snapshot on average (the smallest frame must fit).
+    let avg_min = u64::from(64 * tick_rate_hz).div_ceil(u64::from(snapshot_interval_ticks));
+    let avg = r.range(avg_min.max(1_000), 16_000) as u32;
+    let height = r.range(1_000, 200_000) as i32;
+    let d = WorldConfig::default();
+    // A field from its whole range half the time, else its default (kept in range).
+    let mut pick = |default: u32, lo: u64, hi: u64| -> u32 {
+        if r.chance(500) {
+            r.range(lo, hi) as u32
+        } else {
+            u64::from(default).clamp(lo, hi) as u32
+        }
+    };
+    let vmax = u64::from(SPEED_MAX_MM_PER_TICK);
+    let f = &d.flocking;
+    let neighbour_radius_mm = pick(f.neighbour_radius_mm, 100, tenth);
+    let speed_max_mm_per_tick = pick(f.speed_max_mm_per_tick, 1, vmax);
+    let flocking = FlockingConfig {
+        neighbour_radius_mm,
+        separation_radius_mm: pick(f.separation_radius_mm, 1, u64::from(neighbour_radius_mm)),
+        neighbours_max: pick(f.neighbours_max, 1, 64),
+        cohesion_weight: pick(f.cohesion_weight, 0, 4096),
+        alignment_weight: pick(f.alignment_weight, 0, 4096),
+        separation_weight: pick(f.separation_weight, 0, 4096),
+        speed_min_mm_per_tick: pick(f.speed_min_mm_per_tick, 0, u64::from(speed_max_mm_per_tick)),
+        speed_max_mm_per_tick,
+        accel_max_mm_per_tick: pick(f.accel_max_mm_per_tick, 1, vmax),
+        think_interval_ticks: pick(f.think_interval_ticks, 1, u64::from(THINK_INTERVAL_TICKS_MAX)),
+        wander_jitter_mm_per_tick: pick(f.wander_jitter_mm_per_tick, 0, vmax),
+        flee_radius_mm: pick(f.flee_radius_mm, 0, tenth),
+        flee_weight: pick(f.flee_weight, 0, 4096),
+        lookahead_ticks: pick(f.lookahead_ticks, 1, 600),
+        terrain_avoid_weight: pick(f.terrain_avoid_weight, 0, 4096),
+        edge_margin_mm: pick(f.edge_margin_mm, 0, quarter),
+    };
+    let p = &d.player;
+    let player = PlayerConfig {
+        speed_max_mm_per_tick: pick(p.speed_max_mm_per_tick, 1, vmax),
+        accel_mm_per_tick: pick(p.accel_mm_per_tick, 1, vmax),
+        cast_radius_mm: pick(p.cast_radius_mm, 100, tenth),
+        // Cooldowns past the case's length all behave alike: one cast.
+        cast_cooldown_ticks: pick(p.cast_cooldown_ticks, 0, u64::from(CASE_TICKS_MAX)),
+    };
+    WorldConfig {
+        seed: r.next(),
+        world_size_mm,
+        terrain_grid_cells: cells,
+        terrain_cell_size_mm: cell_mm,
+        terrain_octaves: r.range(1, 8) as u32,
+        terrain_height_max_mm: height,
+        // Mostly below the middle height: a world of water has nowhere to spawn.
+        water_level_mm: r.range(0, height as u64 * 6 / 10) as i32 - 1,
+        slope_max_mm_per_cell: r.range(50, 20_000) as u32,
+        hunting_field_count: r.range(0, 3) as u32,
+        hunting_field_radius_mm: r.range(1_000, quarter.min(12_000)) as u32,
+        town_radius_mm: r.range(1_000, quarter.min(10_000)) as u32,
+        boid_count: r.range(0, 300) as u32,
+        tick_rate_hz,
+        snapshot_interval_ticks,
+        view_radius_mm: r.range(1_000, quarter) as u32,
+        client_slots_max: r.range(1, 10) as u32,
+        downstream_avg_bytes_per_s: avg,
+        downstream_cap_bytes_per_s: r.range(u64::from(avg.max(1_000)), u64::from(avg) * 3) as u32,
+        flocking,
+        player,
     }
 }
 
@@ -222,6 +270,10 @@ mod tests {
             let b = Case::from_seed(seed);
             assert_eq!(format!("{a:?}"), format!("{b:?}"), "seed {seed}");
             assert_eq!(a.config.validate(), Ok(()), "seed {seed}");
+            assert!(
+                Terrain::generate(&a.config).is_ok(),
+                "seed {seed}: a world with land"
+            );
             assert!(a.checkpoint_tick >= 1 && a.checkpoint_tick < a.ticks);
             assert!((2..=CASE_SHARDS_MAX).contains(&a.shards));
         }

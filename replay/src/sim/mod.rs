@@ -59,6 +59,9 @@ pub fn case_seed(run_seed: u64, i: u64) -> u64 {
 /// Runs cases until the time is up (or the first failure, when asked); `progress` is
 /// called after each case with the cases run and failures so far.
 pub fn run(options: &SimOptions, progress: &(dyn Fn(u64, usize) + Sync)) -> Tally {
+    // Every job runs worlds of 2 to 16 shards: far more threads than cores, so waiting
+    // shards park at once instead of spinning on the cores the others need.
+    migratory_kernel::set_spin_rounds(0);
     let start = Instant::now();
     let next = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
@@ -101,13 +104,13 @@ pub fn shrunk(case: &Case, mut failure: Failure, dir: Option<&std::path::Path>) 
         std::fs::write(&path, bytes).ok()?;
         Some(path)
     });
-    failure.shrunk = Some(Shrunk {
+    failure.shrunk = Some(Box::new(Shrunk {
         ticks: small.ticks,
         clients: small.script.clients,
         boids: small.config.boid_count,
         tick: f.tick,
         recording,
-    });
+    }));
     failure
 }
 

@@ -72,10 +72,25 @@ pub struct Failure {
     pub oracle: Oracle,
     /// The first tick at which it broke, when the oracle goes tick by tick.
     pub tick: Option<u32>,
+    /// The first entity that differs there (`boid 17`, `player slot 2 (client 5)`,
+    /// `client 5's snapshot`), and its first differing field with both values, when the
+    /// oracle compares states.
+    pub entity: Option<String>,
+    pub field: Option<String>,
     pub detail: String,
     /// After shrinking: what the smallest failing case kept, and the recording of its run
     /// at one shard (for `migratory-replay verify`, `diff`, `migratory-server view`).
-    pub shrunk: Option<Shrunk>,
+    pub shrunk: Option<Box<Shrunk>>,
+}
+
+impl std::fmt::Display for Failure {
+    /// `shards at tick 20: state roots differ; first at boid 3, x_mm: 1200 (run) vs 1201`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.tick {
+            Some(t) => write!(f, "{} at tick {t}: {}", self.oracle.name(), self.detail),
+            None => write!(f, "{}: {}", self.oracle.name(), self.detail),
+        }
+    }
 }
 
 /// The smallest failing case a shrink found.
@@ -102,6 +117,7 @@ pub struct CaseReport {
 
 /// One tick of the driving run: its inputs and roots.
 struct Driven {
+    config: migratory_kernel::WorldConfig,
     inputs: Vec<TickInputs>,
     state_roots: Vec<[u8; 32]>,
     snapshots_roots: Vec<[u8; 32]>,
@@ -118,7 +134,7 @@ pub fn run_case(case: &Case) -> Result<CaseReport, Failure> {
 
 /// The recording of `case`'s driving run (one shard), as the `recording` oracle reads it.
 pub fn recording_of(case: &Case) -> Result<Vec<u8>, String> {
-    drive(case).map(|d| d.recording).map_err(|(_, e)| e)
+    drive(case).map(|d| d.recording).map_err(|(_, b)| b.detail)
 }
 
 /// `run_case` with a divergence planted in the run at the case's other shard count: boid
@@ -131,11 +147,13 @@ pub fn run_case_with_fault(case: &Case, tick: u32, entity: u32) -> Result<CaseRe
 /// `run_case`, with `tamper` applied to the world at the case's other shard count before
 /// it steps (tests use it to plant a divergence and see the oracle catch it).
 fn run_case_with(case: &Case, tamper: &mut dyn FnMut(&mut World)) -> Result<CaseReport, Failure> {
-    let fail = |oracle, tick, detail: String| Failure {
+    let fail = |oracle, b: Broken| Failure {
         seed: case.seed,
         oracle,
-        tick,
-        detail,
+        tick: b.tick,
+        entity: b.entity,
+        field: b.field,
+        detail: b.detail,
         shrunk: None,
     };
     let mut report = CaseReport {
@@ -152,79 +170,139 @@ fn run_case_with(case: &Case, tamper: &mut dyn FnMut(&mut World)) -> Result<Case
         report.unbuildable = Some(e.to_string());
         return Ok(report);
     }
-    let driven = drive(case).map_err(|(tick, detail)| {
-        let oracle = if detail.starts_with("invariant") {
-            Oracle::Invariants
-        } else if detail.starts_with("decoder") {
-            Oracle::Decoder
-        } else {
-            Oracle::Drive
-        };
-        fail(oracle, tick, detail)
-    })?;
+    let driven = drive(case).map_err(|(oracle, b)| fail(oracle, b))?;
     timed(Oracle::Drive, t0);
 
     let t0 = Instant::now();
     let mut other = World::new(case.config.clone(), case.shards).map_err(|e| {
         fail(
             Oracle::Shards,
-            None,
-            format!("world at {} shards: {e}", case.shards),
+            Broken::at(None, format!("world at {} shards: {e}", case.shards)),
         )
     })?;
     tamper(&mut other);
-    let first = World::new(case.config.clone(), 1).map_err(|e| fail(Oracle::Shards, None, e.to_string()))?;
+    let first = World::new(case.config.clone(), 1)
+        .map_err(|e| fail(Oracle::Shards, Broken::at(None, e.to_string())))?;
     if other.state_root() != first.state_root() {
-        return Err(fail(Oracle::Shards, Some(0), "the initial states differ".into()));
+        return Err(fail(
+            Oracle::Shards,
+            Broken::at(Some(0), "the initial states differ").explained(&first, &other),
+        ));
     }
-    step_and_compare(&mut other, &driven, 0).map_err(|(t, d)| fail(Oracle::Shards, Some(t), d))?;
+    step_and_compare(&mut other, &driven, 0).map_err(|b| fail(Oracle::Shards, b))?;
     timed(Oracle::Shards, t0);
 
     let t0 = Instant::now();
-    let mut restored = restore_checkpoint(&driven.checkpoint, case.checkpoint_shards).map_err(|e| {
-        fail(
-            Oracle::Checkpoint,
-            Some(case.checkpoint_tick),
-            format!("restoring: {e}"),
-        )
-    })?;
+    let at = Some(case.checkpoint_tick);
+    let mut restored = restore_checkpoint(&driven.checkpoint, case.checkpoint_shards)
+        .map_err(|e| fail(Oracle::Checkpoint, Broken::at(at, format!("restoring: {e}"))))?;
     if restored.state_root() != driven.state_roots[case.checkpoint_tick as usize - 1] {
+        let saved = replayed(&driven, case.checkpoint_tick);
         return Err(fail(
             Oracle::Checkpoint,
-            Some(case.checkpoint_tick),
-            "the restored state differs from the saved one".into(),
+            Broken::at(at, "the restored state differs from the saved one").explained(&saved, &restored),
         ));
     }
     step_and_compare(&mut restored, &driven, case.checkpoint_tick)
-        .map_err(|(t, d)| fail(Oracle::Checkpoint, Some(t), d))?;
+        .map_err(|b| fail(Oracle::Checkpoint, b))?;
     timed(Oracle::Checkpoint, t0);
 
     let t0 = Instant::now();
-    check_recording(case, &driven).map_err(|(t, d)| fail(Oracle::Recording, t, d))?;
+    check_recording(case, &driven).map_err(|b| fail(Oracle::Recording, b))?;
     timed(Oracle::Recording, t0);
 
     let t0 = Instant::now();
-    check_torn(case, &driven).map_err(|(t, d)| fail(Oracle::Torn, t, d))?;
+    check_torn(case, &driven).map_err(|b| fail(Oracle::Torn, b))?;
     timed(Oracle::Torn, t0);
 
     let t0 = Instant::now();
-    check_extract(case, &driven).map_err(|(t, d)| fail(Oracle::Extract, t, d))?;
+    check_extract(case, &driven).map_err(|b| fail(Oracle::Extract, b))?;
     timed(Oracle::Extract, t0);
     report.time_by_oracle = times;
     Ok(report)
 }
 
-type TickError = (Option<u32>, String);
+/// How an oracle broke: where, and (when it compares states) the first entity and field.
+#[derive(Debug)]
+struct Broken {
+    tick: Option<u32>,
+    detail: String,
+    entity: Option<String>,
+    field: Option<String>,
+}
+
+impl Broken {
+    fn at(tick: Option<u32>, detail: impl Into<String>) -> Broken {
+        Broken {
+            tick,
+            detail: detail.into(),
+            entity: None,
+            field: None,
+        }
+    }
+
+    /// Names the first entity and field where `expected` (the driving run) and `actual`
+    /// (the same tick reached another way) differ: their state leaf by leaf, else the
+    /// tick's snapshots client by client.
+    fn explained(mut self, expected: &World, actual: &World) -> Broken {
+        let fields = crate::divergence::compare(expected, actual);
+        if let Some(f) = fields.iter().flat_map(|c| &c.fields).next() {
+            self.entity = Some(f.entity.clone());
+            self.field = Some(format!("{}: {} (run) vs {}", f.field, f.a, f.b));
+        } else if let Some(c) = fields.first() {
+            self.entity = Some(format!("{} leaf {}", c.kind, c.index));
+        } else {
+            let (a, b) = (expected.output(), actual.output());
+            let differs = a
+                .snapshots()
+                .zip(b.snapshots())
+                .find(|(x, y)| x.client != y.client || x.bytes != y.bytes);
+            if let Some((x, y)) = differs {
+                self.entity = Some(format!("client {}'s snapshot", x.client));
+                let at = x.bytes.iter().zip(y.bytes).position(|(p, q)| p != q);
+                self.field = Some(match at {
+                    Some(k) => format!("byte {k}: {:#04x} (run) vs {:#04x}", x.bytes[k], y.bytes[k]),
+                    None => format!("length: {} (run) vs {}", x.bytes.len(), y.bytes.len()),
+                });
+            } else if a.snapshots().len() != b.snapshots().len() {
+                self.entity = Some("the tick's snapshots".into());
+                self.field = Some(format!(
+                    "count: {} (run) vs {}",
+                    a.snapshots().len(),
+                    b.snapshots().len()
+                ));
+            }
+        }
+        if let Some(e) = &self.entity {
+            self.detail = format!("{}; first at {e}", self.detail);
+            if let Some(f) = &self.field {
+                self.detail = format!("{}, {f}", self.detail);
+            }
+        }
+        self
+    }
+}
+
+/// The driving run's world at `tick`, rebuilt from its inputs (to explain a difference).
+fn replayed(d: &Driven, tick: u32) -> World {
+    let mut world = World::new(d.config.clone(), 1).expect("the driving run built this world");
+    for inputs in &d.inputs[..tick as usize] {
+        world.step(inputs);
+    }
+    world
+}
 
 /// The driving run at one shard: the scripted players and the invalid inputs, every
 /// tick's roots, the recording of it all, and the checkpoint at the case's tick.
-fn drive(case: &Case) -> Result<Driven, TickError> {
-    let mut world = World::new(case.config.clone(), 1).map_err(|e| (None, e.to_string()))?;
+fn drive(case: &Case) -> Result<Driven, (Oracle, Broken)> {
+    let driving = |tick, detail: String| (Oracle::Drive, Broken::at(tick, detail));
+    let mut world = World::new(case.config.clone(), 1).map_err(|e| driving(None, e.to_string()))?;
     let mut script = Script::new(case.script.clone());
     let mut r = Rng::new(case.seed ^ 0x5eed);
     let mut writer = RecordingWriter::new(Vec::new(), &world, 1, case.writer.clone())
-        .map_err(|e| (None, format!("recording: {e}")))?;
+        .map_err(|e| driving(None, format!("recording: {e}")))?;
     let mut d = Driven {
+        config: case.config.clone(),
         inputs: Vec::with_capacity(case.ticks as usize),
         state_roots: Vec::new(),
         snapshots_roots: Vec::new(),
@@ -249,10 +327,10 @@ fn drive(case: &Case) -> Result<Driven, TickError> {
         let out = world.output();
         writer
             .record_tick(&inputs, out, &world)
-            .map_err(|e| (Some(tick), format!("recording: {e}")))?;
+            .map_err(|e| driving(Some(tick), format!("recording: {e}")))?;
         d.written.push((tick, writer.bytes_written()));
-        check_invariants(&world).map_err(|e| (Some(tick), format!("invariant: {e}")))?;
-        check_decoded(&world, &mut decoders).map_err(|e| (Some(tick), format!("decoder: {e}")))?;
+        check_invariants(&world).map_err(|e| (Oracle::Invariants, Broken::at(Some(tick), e)))?;
+        check_decoded(&world, &mut decoders).map_err(|b| (Oracle::Decoder, b))?;
         if tick == case.checkpoint_tick {
             d.checkpoint = save_checkpoint(&world);
         }
@@ -260,7 +338,7 @@ fn drive(case: &Case) -> Result<Driven, TickError> {
     }
     d.recording = writer
         .finish_with_checkpoint(&world)
-        .map_err(|e| (None, format!("finishing the recording: {e}")))?;
+        .map_err(|e| driving(None, format!("finishing the recording: {e}")))?;
     Ok(d)
 }
 
@@ -312,7 +390,7 @@ fn check_invariants(world: &World) -> Result<(), String> {
 fn check_decoded(
     world: &World,
     decoders: &mut std::collections::BTreeMap<u32, ClientDecoder>,
-) -> Result<(), String> {
+) -> Result<(), Broken> {
     let out = world.output();
     for j in &out.joined {
         decoders.insert(j.client, ClientDecoder::new());
@@ -322,17 +400,37 @@ fn check_decoded(
     }
     for s in out.snapshots() {
         let decoder = decoders.entry(s.client).or_default();
-        let (_, view) = decoder
-            .decode(s.bytes)
-            .map_err(|e| format!("client {}'s snapshot does not decode: {e}", s.client))?;
+        let (_, view) = decoder.decode(s.bytes).map_err(|e| {
+            Broken::at(
+                Some(out.tick),
+                format!("client {}'s snapshot does not decode: {e}", s.client),
+            )
+        })?;
         let expected = world.client_view(s.client, out.tick).unwrap_or(&[]);
         if view != expected {
-            return Err(format!(
-                "client {}'s decoded view ({} entities) is not the world's ({} entities)",
-                s.client,
-                view.len(),
-                expected.len()
-            ));
+            let mut b = Broken::at(
+                Some(out.tick),
+                format!(
+                    "client {}'s decoded view ({} entities) is not the world's ({} entities)",
+                    s.client,
+                    view.len(),
+                    expected.len()
+                ),
+            );
+            // The first entry that differs, in id order: missing, extra or changed.
+            let at = expected.iter().zip(view).position(|(e, v)| e != v);
+            let k = at.unwrap_or(expected.len().min(view.len()));
+            let (e, v) = (expected.get(k), view.get(k));
+            let id = e
+                .zip(v)
+                .map_or(e.or(v).map(|x| x.id), |(e, v)| Some(e.id.min(v.id)));
+            b.entity = Some(match id {
+                Some(id) => format!("entity {id} in client {}'s view", s.client),
+                None => format!("client {}'s view", s.client),
+            });
+            b.field = Some(format!("entry {k}: {e:?} (world) vs {v:?} (decoded)"));
+            b.detail = format!("{}; first at entry {k}", b.detail);
+            return Err(b);
         }
     }
     Ok(())
@@ -340,47 +438,49 @@ fn check_decoded(
 
 /// Steps `world` (at tick `from`) through the driven inputs after `from`, comparing every
 /// tick's roots with the driving run's.
-fn step_and_compare(world: &mut World, d: &Driven, from: u32) -> Result<(), (u32, String)> {
+fn step_and_compare(world: &mut World, d: &Driven, from: u32) -> Result<(), Broken> {
     for (i, inputs) in d.inputs.iter().enumerate().skip(from as usize) {
         let out = world.step(inputs);
         let tick = out.tick;
-        if out.state_root != d.state_roots[i] {
-            return Err((tick, "state roots differ".into()));
-        }
-        if out.snapshots_root != d.snapshots_roots[i] {
-            return Err((tick, "snapshot bytes differ (snapshots roots)".into()));
-        }
+        let differs = if out.state_root != d.state_roots[i] {
+            "state roots differ"
+        } else if out.snapshots_root != d.snapshots_roots[i] {
+            "snapshot bytes differ (snapshots roots)"
+        } else {
+            continue;
+        };
+        return Err(Broken::at(Some(tick), differs).explained(&replayed(d, tick), world));
     }
     Ok(())
 }
 
 /// The recording read back: the same inputs and roots, and a replay at the case's shard
 /// count reaches them.
-fn check_recording(case: &Case, d: &Driven) -> Result<(), TickError> {
-    let rec =
-        Recording::from_bytes(d.recording.clone()).map_err(|e| (None, format!("reading it back: {e}")))?;
+fn check_recording(case: &Case, d: &Driven) -> Result<(), Broken> {
+    let rec = Recording::from_bytes(d.recording.clone())
+        .map_err(|e| Broken::at(None, format!("reading it back: {e}")))?;
     if rec.end.is_none() || rec.last_tick() != case.ticks {
-        return Err((
+        return Err(Broken::at(
             None,
             format!("it ends at tick {} without a clean end", rec.last_tick()),
         ));
     }
     let mut world = rec
         .start_world(case.checkpoint_shards)
-        .map_err(|e| (None, e.to_string()))?;
+        .map_err(|e| Broken::at(None, e.to_string()))?;
     for t in rec.ticks_from(rec.first_tick()) {
-        let t = t.map_err(|e| (None, e.to_string()))?;
+        let t = t.map_err(|e| Broken::at(None, e.to_string()))?;
         let i = t.tick as usize - 1;
         if t.inputs != d.inputs[i]
             || t.state_root != d.state_roots[i]
             || t.snapshots_root != d.snapshots_roots[i]
         {
-            return Err((Some(t.tick), "the recorded tick is not the one run".into()));
+            return Err(Broken::at(Some(t.tick), "the recorded tick is not the one run"));
         }
         if world.step(&t.inputs).state_root != t.state_root {
-            return Err((
+            return Err(Broken::at(
                 Some(t.tick),
-                "the replay's state root is not the recorded one".into(),
+                "the replay's state root is not the recorded one",
             ));
         }
     }
@@ -389,7 +489,7 @@ fn check_recording(case: &Case, d: &Driven) -> Result<(), TickError> {
 
 /// The recording cut at the case's byte: what was written in full before the cut is
 /// recovered, and the world resumed at the recovered tick goes on as the run did.
-fn check_torn(case: &Case, d: &Driven) -> Result<(), TickError> {
+fn check_torn(case: &Case, d: &Driven) -> Result<(), Broken> {
     let cut = (d.recording.len() as u64 * u64::from(case.tear_per_mille) / 1000) as usize;
     // The last tick whose block was written (the bytes grew with it) wholly before the cut.
     let complete = d
@@ -403,7 +503,7 @@ fn check_torn(case: &Case, d: &Driven) -> Result<(), TickError> {
         // Before its first block is complete a recording has nothing to recover.
         Err(_) if complete.is_none() => return Ok(()),
         Err(e) => {
-            return Err((
+            return Err(Broken::at(
                 complete,
                 format!("cut at byte {cut} of {}: {e}", d.recording.len()),
             ))
@@ -411,7 +511,7 @@ fn check_torn(case: &Case, d: &Driven) -> Result<(), TickError> {
     };
     let last = rec.last_tick();
     if complete.is_some_and(|t| last < t) {
-        return Err((
+        return Err(Broken::at(
             Some(last),
             format!("cut at byte {cut}: recovered to tick {last}, but tick {complete:?} was complete"),
         ));
@@ -421,21 +521,25 @@ fn check_torn(case: &Case, d: &Driven) -> Result<(), TickError> {
     }
     let mut world = rec
         .world_at(last, case.checkpoint_shards)
-        .map_err(|e| (Some(last), format!("resuming at the recovered tick: {e}")))?;
+        .map_err(|e| Broken::at(Some(last), format!("resuming at the recovered tick: {e}")))?;
     if world.state_root() != d.state_roots[last as usize - 1] {
-        return Err((Some(last), "the recovered state is not the run's".into()));
+        return Err(Broken::at(Some(last), "the recovered state is not the run's")
+            .explained(&replayed(d, last), &world));
     }
-    step_and_compare(&mut world, d, last).map_err(|(t, e)| (Some(t), format!("resumed: {e}")))
+    step_and_compare(&mut world, d, last).map_err(|mut b| {
+        b.detail = format!("resumed: {}", b.detail);
+        b
+    })
 }
 
 /// A random range of the recording, cut out with `extract` (through files, as the tool
 /// works), opens on its own, starts from the run's state and replays to the run's roots.
-fn check_extract(case: &Case, d: &Driven) -> Result<(), TickError> {
+fn check_extract(case: &Case, d: &Driven) -> Result<(), Broken> {
     let mut r = Rng::new(case.seed ^ 0xe7);
     let from = r.range(0, u64::from(case.ticks) - 1) as u32;
     let to = r.range(u64::from(from) + 1, u64::from(case.ticks)) as u32;
     let dir = std::env::temp_dir().join(format!("migratory-sim-{}-{}", std::process::id(), case.seed));
-    let err = |e: String| (Some(from), e);
+    let err = |e: String| Broken::at(Some(from), e);
     std::fs::create_dir_all(&dir).map_err(|e| err(format!("creating {}: {e}", dir.display())))?;
     let result = (|| {
         let whole = dir.join("whole.mrec");
@@ -466,7 +570,7 @@ fn check_extract(case: &Case, d: &Driven) -> Result<(), TickError> {
             let i = t.tick as usize - 1;
             let out = world.step(&t.inputs);
             if out.state_root != d.state_roots[i] || t.state_root != d.state_roots[i] {
-                return Err((Some(t.tick), "the extract's roots are not the run's".into()));
+                return Err(Broken::at(Some(t.tick), "the extract's roots are not the run's"));
             }
         }
         Ok(())

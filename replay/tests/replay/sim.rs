@@ -1,6 +1,6 @@
 //! The simulator can fail: a divergence planted at one shard count (a boid nudged by a
 //! millimetre) is reported by the shards oracle at the tick it was planted, with the
-//! case's seed; the same case without it passes.
+//! case's seed, entity and field; the same case without it passes.
 
 use migratory_replay::sim::{case_seed, run_case, run_case_with_fault, Case, Oracle};
 
@@ -22,6 +22,18 @@ fn a_planted_divergence_is_reported_at_its_tick_with_the_seed() {
         assert_eq!(f.oracle, Oracle::Shards, "{f:?}");
         assert_eq!(f.tick, Some(tick), "{f:?}");
         assert_eq!(f.seed, case.seed);
+        // Down to the entity and the field, both values named.
+        assert_eq!(
+            f.entity.as_deref(),
+            Some(format!("boid {entity}").as_str()),
+            "{f:?}"
+        );
+        let field = f.field.as_deref().unwrap_or_default();
+        assert!(
+            field.starts_with("x_mm: ") && field.contains(" (run) vs "),
+            "{f:?}"
+        );
+        assert!(f.to_string().contains(&format!("boid {entity}, x_mm")), "{f}");
         checked += 1;
         if checked == 3 {
             return;
