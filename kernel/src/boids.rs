@@ -68,6 +68,9 @@ pub(crate) struct Neighbourhood<'a> {
     /// Avatar grid and the avatars it indexes.
     pub avatar_grid: &'a UniformGrid,
     pub avatars: &'a [Avatar],
+    /// The planted `shard-order` fault: where the neighbour scan starts (0: the centre).
+    #[cfg(feature = "planted-faults")]
+    pub cell_rotation: usize,
 }
 
 /// Scales (x, y) to length `len` (zero stays zero).
@@ -123,7 +126,15 @@ impl Neighbourhood<'_> {
             (0, 1),
             (1, 1),
         ];
-        'cells: for (ox, oy) in CELLS {
+        #[cfg(feature = "planted-faults")]
+        let cells = {
+            let mut c = CELLS;
+            c.rotate_left(self.cell_rotation % CELLS.len());
+            c
+        };
+        #[cfg(not(feature = "planted-faults"))]
+        let cells = CELLS;
+        'cells: for (ox, oy) in cells {
             let (x, y) = (cx + ox, cy + oy);
             if x < 0 || y < 0 || x >= cols || y >= cols {
                 continue;

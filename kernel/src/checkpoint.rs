@@ -148,6 +148,20 @@ impl UnsealedCheckpoint {
     }
 }
 
+/// The players as a checkpoint keeps them (all of every one, unless the planted
+/// `checkpoint-field` fault drops their cooldowns).
+fn saved_players(world: &World) -> Vec<crate::player::Player> {
+    #[allow(unused_mut)]
+    let mut players = world.players().to_vec();
+    #[cfg(feature = "planted-faults")]
+    if world.planted == Some(crate::planted::PlantedFault::CheckpointField) {
+        for p in &mut players {
+            p.cast_ready_tick = 0;
+        }
+    }
+    players
+}
+
 /// `save_checkpoint` without the checksum (see `UnsealedCheckpoint`).
 pub fn save_checkpoint_unsealed(world: &World) -> UnsealedCheckpoint {
     let state = CheckpointState {
@@ -155,7 +169,7 @@ pub fn save_checkpoint_unsealed(world: &World) -> UnsealedCheckpoint {
         terrain_hash: world.terrain().content_hash(),
         tick: world.tick(),
         boid_planes: to_planes(crate::hash::boid_bytes(&world.boids())),
-        players: world.players().to_vec(),
+        players: saved_players(world),
         streams: world
             .streams()
             .iter()

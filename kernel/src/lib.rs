@@ -26,6 +26,8 @@ mod grid;
 mod hash;
 mod input;
 mod output;
+#[cfg(feature = "planted-faults")]
+pub mod planted;
 mod player;
 mod pool;
 mod rng;

@@ -25,6 +25,8 @@ macro_rules! out {
     }};
 }
 
+mod sim_cli;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "migratory-replay",
@@ -104,25 +106,7 @@ enum Command {
     /// Hunt divergences: run seeded random cases (world, session, shard counts,
     /// checkpoint, recording, tear) against the determinism oracles until the time is up.
     /// Prints the run's seed; `--seed S` alone reruns the one case of seed S.
-    Sim {
-        /// Run for this many seconds (without it: the one case `--seed` names).
-        #[arg(long)]
-        seconds: Option<f64>,
-        /// The run's seed (default: drawn from the clock, and printed), or with no
-        /// `--seconds` the case's seed.
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Threads running cases (default: one per CPU).
-        #[arg(long)]
-        jobs: Option<usize>,
-        /// Also write a JUnit XML report here: one test case per failing seed (or one
-        /// passing case for the whole run).
-        #[arg(long, value_name = "FILE")]
-        junit: Option<PathBuf>,
-        /// Where a failing case's shrunken recording goes (`sim-failure-SEED.mrec`).
-        #[arg(long, value_name = "DIR", default_value = ".")]
-        failures_dir: PathBuf,
-    },
+    Sim(sim_cli::SimArgs),
     /// Replay speed side by side at several shard counts.
     Bench {
         #[command(flatten)]
@@ -542,13 +526,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Sim {
-            seconds,
-            seed,
-            jobs,
-            junit,
-            failures_dir,
-        } => sim(json, seconds, seed, jobs, junit.as_deref(), &failures_dir),
+        Command::Sim(args) => sim_cli::sim(json, &args),
         Command::Bench { session, shards } => {
             let r = tools::bench(&session.options(1), &shards)?;
             if json {
@@ -575,160 +553,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-    }
-}
-
-/// `sim`: a timed run (its tally, exit 1 on any failure), or the one case of `--seed`.
-fn sim(
-    json: bool,
-    seconds: Option<f64>,
-    seed: Option<u64>,
-    jobs: Option<usize>,
-    junit: Option<&std::path::Path>,
-    failures_dir: &std::path::Path,
-) -> anyhow::Result<ExitCode> {
-    use migratory_replay::sim;
-    // A case's worlds run more shard threads than there are cores (see `sim::run`).
-    migratory_kernel::set_spin_rounds(0);
-    let Some(seconds) = seconds else {
-        let Some(seed) = seed else {
-            anyhow::bail!("give --seconds N for a run, or --seed S to rerun one case");
-        };
-        let case = sim::Case::from_seed(seed);
-        let result = sim::run_case(&case).map_err(|f| sim::shrunk(&case, f, Some(failures_dir)));
-        if json {
-            print_json(&serde_json::json!({
-                "seed": seed,
-                "cases": 1,
-                "failures": result.as_ref().err().into_iter().collect::<Vec<_>>(),
-            }));
-        } else {
-            out!("case {seed}: {case:?}");
-            match &result {
-                Ok(r) if r.unbuildable.is_some() => {
-                    out!("unbuildable world: {}", r.unbuildable.as_deref().unwrap_or(""))
-                }
-                Ok(r) => out!("passed every oracle ({} ticks)", r.ticks),
-                Err(f) => {
-                    out!("FAILED {f}");
-                    print_shrunk(f);
-                }
-            }
-        }
-        return Ok(if result.is_ok() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        });
-    };
-    let duration = Duration::try_from_secs_f64(seconds)
-        .map_err(|_| anyhow::anyhow!("--seconds must be a non-negative number, is {seconds}"))?;
-    let seed = seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-    });
-    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
-    eprintln!("sim: seed {seed}, {seconds} s on {jobs} threads (rerun a failing case with --seed CASE_SEED)");
-    let tty = std::io::stderr().is_terminal();
-    let last = std::sync::Mutex::new(Instant::now());
-    let progress = |cases: u64, failures: usize| {
-        let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
-        if tty && last.elapsed() > Duration::from_millis(250) {
-            *last = Instant::now();
-            eprint!("\r{cases} cases, {failures} failures");
-            let _ = std::io::stderr().flush();
-        }
-    };
-    let t = sim::run(
-        &sim::SimOptions {
-            seed,
-            duration,
-            jobs,
-            stop_at_failure: false,
-            failures_dir: Some(failures_dir.to_path_buf()),
-        },
-        &progress,
-    );
-    if tty {
-        eprintln!();
-    }
-    if let Some(path) = junit {
-        let mut cases: Vec<migratory_replay::junit::Case> = t
-            .failures
-            .iter()
-            .map(|f| migratory_replay::junit::Case {
-                name: format!("case seed {}", f.seed),
-                seconds: 0.0,
-                failure: Some(format!(
-                    "{f} (rerun: migratory-replay sim --seed {}){}",
-                    f.seed,
-                    f.shrunk
-                        .as_ref()
-                        .and_then(|s| s.recording.as_ref())
-                        .map_or(String::new(), |p| format!("\nshrunken run: {}", p.display()))
-                )),
-            })
-            .collect();
-        if cases.is_empty() {
-            cases.push(migratory_replay::junit::Case {
-                name: format!("{} cases from seed {}", t.cases, t.seed),
-                seconds: t.seconds,
-                failure: None,
-            });
-        }
-        write_junit(path, "migratory-replay sim", &cases)?;
-    }
-    if json {
-        print_json(&t);
-    } else {
-        out!(
-            "{} cases in {:.1} s ({:.1} cases/s), {} failures, {} unbuildable worlds; seed {}",
-            t.cases,
-            t.seconds,
-            t.cases_per_s,
-            t.failures.len(),
-            t.unbuildable,
-            t.seed
-        );
-        out!(
-            "case sizes (min/median/max): ticks {:?}, boids {:?}, clients {:?}",
-            t.ticks,
-            t.boids,
-            t.clients
-        );
-        for (oracle, ms) in &t.ms_by_oracle {
-            out!("  {oracle}: {ms:.0} ms in all");
-        }
-        for f in &t.failures {
-            out!(
-                "FAILED case seed {}: {f} (rerun: migratory-replay sim --seed {})",
-                f.seed,
-                f.seed
-            );
-            print_shrunk(f);
-        }
-    }
-    Ok(if t.failures.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
-}
-
-/// What a failure shrank to, and where its recording is.
-fn print_shrunk(f: &migratory_replay::sim::Failure) {
-    if let Some(s) = &f.shrunk {
-        out!(
-            "  shrunk to {} ticks, {} players, {} boids (failing at tick {:?}){}",
-            s.ticks,
-            s.clients,
-            s.boids,
-            s.tick,
-            s.recording
-                .as_ref()
-                .map_or(String::new(), |p| format!("; its run: {}", p.display()))
-        );
     }
 }
 

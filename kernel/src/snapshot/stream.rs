@@ -77,6 +77,8 @@ pub(crate) struct SnapshotContext<'a> {
     pub avatars: &'a [Avatar],
     pub avatar_grid: &'a UniformGrid,
     pub boid_count: u32,
+    #[cfg(feature = "planted-faults")]
+    pub planted: Option<crate::planted::PlantedFault>,
 }
 
 /// Per-shard scratch space, reused every build so warm ticks allocate nothing.
@@ -97,6 +99,9 @@ pub(crate) struct SnapshotScratch {
     removed: Vec<u32>,
     updates: Vec<(Option<ViewEntry>, ViewEntry)>,
     interest: Vec<Interest>,
+    /// The last byte of the snapshot this shard built before (planted `stale-scratch`).
+    #[cfg(feature = "planted-faults")]
+    stale_byte: u8,
 }
 
 impl SnapshotScratch {
@@ -115,6 +120,8 @@ impl SnapshotScratch {
             removed: Vec::with_capacity(n),
             updates: Vec::with_capacity(n),
             interest: Vec::with_capacity(n),
+            #[cfg(feature = "planted-faults")]
+            stale_byte: 0,
         }
     }
 }
@@ -435,7 +442,12 @@ impl ClientStream {
             avatar_id: own_id,
             score,
         };
-        codec::encode_snapshot(&mut self.snapshot, &header, &sc.removed, &sc.updates);
+        #[cfg(feature = "planted-faults")]
+        let skipped = self.plant_before_encoding(ctx, sc, acked_tick);
+        #[allow(unused_variables)]
+        let payload_bits = codec::encode_snapshot(&mut self.snapshot, &header, &sc.removed, &sc.updates);
+        #[cfg(feature = "planted-faults")]
+        self.plant_after_encoding(ctx, sc, skipped, payload_bits);
         assert!(
             self.snapshot.len() as u64 <= budget_bytes,
             "snapshot of {} bytes over its budget of {budget_bytes}",
@@ -492,5 +504,49 @@ impl ClientStream {
         }
         std::mem::swap(&mut self.interest, &mut sc.interest);
         self.refresh_digest();
+    }
+}
+
+#[cfg(feature = "planted-faults")]
+impl ClientStream {
+    /// The planted `stale-baseline` fault: against a baseline older than four snapshots,
+    /// the first update of an entity the client holds is left out of the encoding.
+    fn plant_before_encoding(
+        &mut self,
+        ctx: &SnapshotContext<'_>,
+        sc: &mut SnapshotScratch,
+        acked_tick: u32,
+    ) -> Option<(usize, (Option<ViewEntry>, ViewEntry))> {
+        if ctx.planted != Some(crate::planted::PlantedFault::StaleBaseline)
+            || acked_tick == NO_TICK
+            || ctx.tick - acked_tick <= 4 * ctx.snapshot_interval_ticks
+        {
+            return None;
+        }
+        let k = sc.updates.iter().position(|(old, _)| old.is_some())?;
+        Some((k, sc.updates.remove(k)))
+    }
+
+    /// `stale-baseline`: the left-out update is remembered as sent all the same.
+    /// `stale-scratch`: the padding bits of the last byte come from the shard's scratch.
+    fn plant_after_encoding(
+        &mut self,
+        ctx: &SnapshotContext<'_>,
+        sc: &mut SnapshotScratch,
+        skipped: Option<(usize, (Option<ViewEntry>, ViewEntry))>,
+        payload_bits: u64,
+    ) {
+        if let Some((k, update)) = skipped {
+            sc.updates.insert(k, update);
+        }
+        if ctx.planted == Some(crate::planted::PlantedFault::StaleScratch) {
+            let pad_bits = ((8 - payload_bits % 8) % 8) as u32;
+            if let Some(last) = self.snapshot.last_mut() {
+                if pad_bits > 0 {
+                    *last |= sc.stale_byte & (0xffu8 << (8 - pad_bits));
+                }
+                sc.stale_byte = *last;
+            }
+        }
     }
 }

@@ -100,6 +100,11 @@ pub struct World {
     output: TickOutput,
     #[cfg(feature = "fault-injection")]
     fault: Option<(u32, u32)>,
+    #[cfg(feature = "planted-faults")]
+    pub(crate) planted: Option<crate::planted::PlantedFault>,
+    /// Orders clients for the `hash-tie` fault: a hasher of this world's own keys.
+    #[cfg(feature = "planted-faults")]
+    pub(crate) planted_hasher: std::collections::hash_map::RandomState,
 }
 
 impl std::fmt::Debug for World {
@@ -226,6 +231,14 @@ impl World {
             config,
             #[cfg(feature = "fault-injection")]
             fault: None,
+            #[cfg(feature = "planted-faults")]
+            planted: crate::planted::planted(),
+            #[cfg(feature = "planted-faults")]
+            #[allow(
+                clippy::disallowed_methods,
+                reason = "the hash-tie fault is randomised on purpose"
+            )]
+            planted_hasher: std::collections::hash_map::RandomState::new(),
         };
         world.replace_boids(&state.boids);
         Ok(world)

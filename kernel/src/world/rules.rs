@@ -21,6 +21,14 @@ impl World {
         self.input_order.extend(0..list.len() as u32);
         self.input_order
             .sort_unstable_by(|&a, &b| list[a as usize].canonical_cmp(&list[b as usize]));
+        // The planted `hash-tie` fault: clients in this world's hash order, as a map drained.
+        #[cfg(feature = "planted-faults")]
+        if self.planted == Some(crate::planted::PlantedFault::HashTie) {
+            use std::hash::BuildHasher;
+            let h = &self.planted_hasher;
+            self.input_order
+                .sort_by_key(|&i| h.hash_one(list[i as usize].client()));
+        }
         let mut grid_dirty = false;
         for k in 0..self.input_order.len() {
             let input = &list[self.input_order[k] as usize];
@@ -124,6 +132,15 @@ impl World {
         let cfg = &self.config;
         let town = self.zones.town;
         let bits = rng::draw(cfg.seed, tick, client, rng::STREAM_JOIN);
+        // The planted `debug-wrap` fault: an add meant to wrap, written plainly. Release
+        // builds wrap it (and the subtraction undoes it); overflow checks panic.
+        #[cfg(feature = "planted-faults")]
+        #[allow(clippy::arithmetic_side_effects)]
+        let bits = if self.planted == Some(crate::planted::PlantedFault::DebugWrap) {
+            std::hint::black_box(bits + (1 << 63)).wrapping_sub(1 << 63)
+        } else {
+            bits
+        };
         let half = (town.radius_mm / 2).max(1);
         let mut x = town.x_mm + rng::symmetric(bits, half);
         let mut y = town.y_mm + rng::symmetric(bits.rotate_left(32), half);

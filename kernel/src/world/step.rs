@@ -88,6 +88,11 @@ impl World {
             sorted: &self.grid_boids,
             avatar_grid: &self.avatar_grid,
             avatars: &self.avatars,
+            #[cfg(feature = "planted-faults")]
+            cell_rotation: match self.planted {
+                Some(crate::planted::PlantedFault::ShardOrder) => self.pool.shard_count() - 1,
+                _ => 0,
+            },
         };
         let grid = &self.grid;
         let shards = self.pool.shard_count();
@@ -207,6 +212,8 @@ impl World {
                 avatars: &self.grid_avatars,
                 avatar_grid: &self.avatar_grid,
                 boid_count: cfg.boid_count,
+                #[cfg(feature = "planted-faults")]
+                planted: self.planted,
             };
             let anchors = &self.anchors;
             let due_viewers = &self.due_viewers;

@@ -15,11 +15,14 @@ use std::time::{Duration, Instant};
 pub use case::{Case, CASE_SHARDS_MAX, CASE_TICKS_MAX};
 #[cfg(feature = "fault-injection")]
 pub use oracles::run_case_with_fault;
-pub use oracles::{recording_of, run_case, CaseReport, Failure, Oracle, Shrunk};
+pub use oracles::{quiet_panics, recording_of, run_case, CaseReport, Failure, Oracle, Shrunk};
 pub use shrink::{shrink, SHRINK_RUNS_MAX};
 
+#[cfg(feature = "planted-faults")]
+pub use migratory_kernel::planted::{plant, PlantedFault};
+
 /// What a run does.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct SimOptions {
     /// The run's seed: case seeds are drawn from it.
     pub seed: u64,
@@ -31,6 +34,9 @@ pub struct SimOptions {
     /// Where a failing case's shrunken recording is written (`sim-failure-SEED.mrec`;
     /// None: failures are shrunk but not written).
     pub failures_dir: Option<std::path::PathBuf>,
+    /// A deliberate determinism bug planted in every world the run builds.
+    #[cfg(feature = "planted-faults")]
+    pub plant: Option<PlantedFault>,
 }
 
 /// A run's tally.
@@ -42,6 +48,8 @@ pub struct Tally {
     pub unbuildable: u64,
     pub failures: Vec<Failure>,
     pub seconds: f64,
+    /// When the first failure was found, in seconds from the start.
+    pub first_failure_seconds: Option<f64>,
     pub cases_per_s: f64,
     /// Case sizes: ticks, boids and clients (min, median, max).
     pub ticks: [u32; 3],
@@ -66,15 +74,22 @@ pub fn run(options: &SimOptions, progress: &(dyn Fn(u64, usize) + Sync)) -> Tall
     let next = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let results: Arc<Mutex<(Vec<CaseReport>, Vec<Failure>)>> = Arc::default();
+    let first_failure = Mutex::new(None::<Duration>);
     std::thread::scope(|s| {
         for _ in 0..options.jobs.max(1) {
             s.spawn(|| {
+                #[cfg(feature = "planted-faults")]
+                plant(options.plant);
                 while !stop.load(Ordering::Relaxed) && start.elapsed() < options.duration {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let case = Case::from_seed(case_seed(options.seed, i));
                     // A failure is shrunk outside the lock: it runs the case again and again.
-                    let result =
-                        run_case(&case).map_err(|f| shrunk(&case, f, options.failures_dir.as_deref()));
+                    let result = run_case(&case);
+                    if result.is_err() {
+                        let mut first = first_failure.lock().unwrap_or_else(|e| e.into_inner());
+                        first.get_or_insert(start.elapsed());
+                    }
+                    let result = result.map_err(|f| shrunk(&case, f, options.failures_dir.as_deref()));
                     let mut r = results.lock().unwrap_or_else(|e| e.into_inner());
                     match result {
                         Ok(report) => r.0.push(report),
@@ -91,7 +106,12 @@ pub fn run(options: &SimOptions, progress: &(dyn Fn(u64, usize) + Sync)) -> Tall
         }
     });
     let (reports, failures) = std::mem::take(&mut *results.lock().unwrap_or_else(|e| e.into_inner()));
-    tally(options.seed, &reports, failures, start.elapsed())
+    let mut t = tally(options.seed, &reports, failures, start.elapsed());
+    t.first_failure_seconds = first_failure
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .map(|d| d.as_secs_f64());
+    t
 }
 
 /// `failure` with the smallest case that still fails it, and (with `dir`) that case's
@@ -143,6 +163,7 @@ fn tally(seed: u64, reports: &[CaseReport], failures: Vec<Failure>, elapsed: Dur
         clients: spread(reports.iter().map(|r| r.clients).collect()),
         ms_by_oracle,
         failures,
+        first_failure_seconds: None,
     }
 }
 
@@ -167,8 +188,7 @@ mod tests {
                 seed: 3,
                 duration: Duration::from_millis(300),
                 jobs: 2,
-                stop_at_failure: false,
-                failures_dir: None,
+                ..SimOptions::default()
             },
             &|_, _| {},
         );

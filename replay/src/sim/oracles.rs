@@ -134,7 +134,13 @@ pub fn run_case(case: &Case) -> Result<CaseReport, Failure> {
 
 /// The recording of `case`'s driving run (one shard), as the `recording` oracle reads it.
 pub fn recording_of(case: &Case) -> Result<Vec<u8>, String> {
-    drive(case).map(|d| d.recording).map_err(|(_, b)| b.detail)
+    IN_CASE.with(|c| c.set(true));
+    let run = std::panic::catch_unwind(|| drive(case, false));
+    IN_CASE.with(|c| c.set(false));
+    match run {
+        Ok(driven) => driven.map(|d| d.recording).map_err(|(_, b)| b.detail),
+        Err(payload) => Err(format!("the run panicked: {}", panic_message(&*payload))),
+    }
 }
 
 /// `run_case` with a divergence planted in the run at the case's other shard count: boid
@@ -144,9 +150,71 @@ pub fn run_case_with_fault(case: &Case, tick: u32, entity: u32) -> Result<CaseRe
     run_case_with(case, &mut |w| w.inject_fault(tick, entity))
 }
 
+thread_local! {
+    /// Whether this thread is running a case (whose panics `quiet_panics` records).
+    static IN_CASE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Where the last panic of a case on this thread happened.
+    static PANICKED_AT: std::cell::Cell<Option<String>> = const { std::cell::Cell::new(None) };
+}
+
+/// A caught panic's message, and where it happened when `quiet_panics` saw it.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into());
+    match PANICKED_AT.with(|p| p.take()) {
+        Some(at) => format!("{message} (at {at})"),
+        None => message,
+    }
+}
+
+/// Makes a panic inside a case silent and names its place in the case's failure instead
+/// (a run of thousands of cases prints failures, not backtraces); panics elsewhere still
+/// go to the hook that was there. For the CLI: the hook is process-wide. Shard worker
+/// threads are not in a case: their panic prints, and fails the case once re-raised.
+pub fn quiet_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if IN_CASE.with(|c| c.get()) {
+            let at = info.location().map(|l| format!("{}:{}", l.file(), l.line()));
+            PANICKED_AT.with(|p| p.set(at));
+        } else {
+            previous(info);
+        }
+    }));
+}
+
 /// `run_case`, with `tamper` applied to the world at the case's other shard count before
-/// it steps (tests use it to plant a divergence and see the oracle catch it).
+/// it steps (tests use it to plant a divergence and see the oracle catch it). A panic
+/// (an overflow check, an assertion in the kernel) fails the oracle that was running.
 fn run_case_with(case: &Case, tamper: &mut dyn FnMut(&mut World)) -> Result<CaseReport, Failure> {
+    let current = std::cell::Cell::new(Oracle::Drive);
+    IN_CASE.with(|c| c.set(true));
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        check_case(case, tamper, &current)
+    }));
+    IN_CASE.with(|c| c.set(false));
+    run.unwrap_or_else(|payload| {
+        let message = panic_message(&*payload);
+        Err(Failure {
+            seed: case.seed,
+            oracle: current.get(),
+            tick: None,
+            entity: None,
+            field: None,
+            detail: format!("panicked: {message}"),
+            shrunk: None,
+        })
+    })
+}
+
+fn check_case(
+    case: &Case,
+    tamper: &mut dyn FnMut(&mut World),
+    current: &std::cell::Cell<Oracle>,
+) -> Result<CaseReport, Failure> {
     let fail = |oracle, b: Broken| Failure {
         seed: case.seed,
         oracle,
@@ -170,8 +238,9 @@ fn run_case_with(case: &Case, tamper: &mut dyn FnMut(&mut World)) -> Result<Case
         report.unbuildable = Some(e.to_string());
         return Ok(report);
     }
-    let driven = drive(case).map_err(|(oracle, b)| fail(oracle, b))?;
+    let driven = drive(case, true).map_err(|(oracle, b)| fail(oracle, b))?;
     timed(Oracle::Drive, t0);
+    current.set(Oracle::Shards);
 
     let t0 = Instant::now();
     let mut other = World::new(case.config.clone(), case.shards).map_err(|e| {
@@ -191,6 +260,7 @@ fn run_case_with(case: &Case, tamper: &mut dyn FnMut(&mut World)) -> Result<Case
     }
     step_and_compare(&mut other, &driven, 0).map_err(|b| fail(Oracle::Shards, b))?;
     timed(Oracle::Shards, t0);
+    current.set(Oracle::Checkpoint);
 
     let t0 = Instant::now();
     let at = Some(case.checkpoint_tick);
@@ -206,14 +276,17 @@ fn run_case_with(case: &Case, tamper: &mut dyn FnMut(&mut World)) -> Result<Case
     step_and_compare(&mut restored, &driven, case.checkpoint_tick)
         .map_err(|b| fail(Oracle::Checkpoint, b))?;
     timed(Oracle::Checkpoint, t0);
+    current.set(Oracle::Recording);
 
     let t0 = Instant::now();
     check_recording(case, &driven).map_err(|b| fail(Oracle::Recording, b))?;
     timed(Oracle::Recording, t0);
+    current.set(Oracle::Torn);
 
     let t0 = Instant::now();
     check_torn(case, &driven).map_err(|b| fail(Oracle::Torn, b))?;
     timed(Oracle::Torn, t0);
+    current.set(Oracle::Extract);
 
     let t0 = Instant::now();
     check_extract(case, &driven).map_err(|b| fail(Oracle::Extract, b))?;
@@ -273,12 +346,23 @@ impl Broken {
                 ));
             }
         }
-        if let Some(e) = &self.entity {
-            self.detail = format!("{}; first at {e}", self.detail);
-            if let Some(f) = &self.field {
-                self.detail = format!("{}, {f}", self.detail);
+        match self.entity.take() {
+            Some(entity) => {
+                let field = self.field.take();
+                self.naming(entity, field)
             }
+            None => self,
         }
+    }
+
+    /// Names the first differing entity (and field) in the detail too.
+    fn naming(mut self, entity: String, field: Option<String>) -> Broken {
+        self.detail = format!("{}; first at {entity}", self.detail);
+        if let Some(f) = &field {
+            self.detail = format!("{}, {f}", self.detail);
+        }
+        self.entity = Some(entity);
+        self.field = field;
         self
     }
 }
@@ -293,8 +377,10 @@ fn replayed(d: &Driven, tick: u32) -> World {
 }
 
 /// The driving run at one shard: the scripted players and the invalid inputs, every
-/// tick's roots, the recording of it all, and the checkpoint at the case's tick.
-fn drive(case: &Case) -> Result<Driven, (Oracle, Broken)> {
+/// tick's roots, the recording of it all, and the checkpoint at the case's tick. With
+/// `checks`, the invariants and the decoder oracle after every tick (without: the run
+/// of a failing case, recorded whatever it did).
+fn drive(case: &Case, checks: bool) -> Result<Driven, (Oracle, Broken)> {
     let driving = |tick, detail: String| (Oracle::Drive, Broken::at(tick, detail));
     let mut world = World::new(case.config.clone(), 1).map_err(|e| driving(None, e.to_string()))?;
     let mut script = Script::new(case.script.clone());
@@ -329,8 +415,10 @@ fn drive(case: &Case) -> Result<Driven, (Oracle, Broken)> {
             .record_tick(&inputs, out, &world)
             .map_err(|e| driving(Some(tick), format!("recording: {e}")))?;
         d.written.push((tick, writer.bytes_written()));
-        check_invariants(&world).map_err(|e| (Oracle::Invariants, Broken::at(Some(tick), e)))?;
-        check_decoded(&world, &mut decoders).map_err(|b| (Oracle::Decoder, b))?;
+        if checks {
+            check_invariants(&world).map_err(|e| (Oracle::Invariants, Broken::at(Some(tick), e)))?;
+            check_decoded(&world, &mut decoders).map_err(|b| (Oracle::Decoder, b))?;
+        }
         if tick == case.checkpoint_tick {
             d.checkpoint = save_checkpoint(&world);
         }
@@ -408,7 +496,7 @@ fn check_decoded(
         })?;
         let expected = world.client_view(s.client, out.tick).unwrap_or(&[]);
         if view != expected {
-            let mut b = Broken::at(
+            let b = Broken::at(
                 Some(out.tick),
                 format!(
                     "client {}'s decoded view ({} entities) is not the world's ({} entities)",
@@ -424,13 +512,14 @@ fn check_decoded(
             let id = e
                 .zip(v)
                 .map_or(e.or(v).map(|x| x.id), |(e, v)| Some(e.id.min(v.id)));
-            b.entity = Some(match id {
+            let entity = match id {
                 Some(id) => format!("entity {id} in client {}'s view", s.client),
                 None => format!("client {}'s view", s.client),
-            });
-            b.field = Some(format!("entry {k}: {e:?} (world) vs {v:?} (decoded)"));
-            b.detail = format!("{}; first at entry {k}", b.detail);
-            return Err(b);
+            };
+            return Err(b.naming(
+                entity,
+                Some(format!("entry {k}: {e:?} (world) vs {v:?} (decoded)")),
+            ));
         }
     }
     Ok(())
@@ -478,10 +567,10 @@ fn check_recording(case: &Case, d: &Driven) -> Result<(), Broken> {
             return Err(Broken::at(Some(t.tick), "the recorded tick is not the one run"));
         }
         if world.step(&t.inputs).state_root != t.state_root {
-            return Err(Broken::at(
-                Some(t.tick),
-                "the replay's state root is not the recorded one",
-            ));
+            return Err(
+                Broken::at(Some(t.tick), "the replay's state root is not the recorded one")
+                    .explained(&replayed(d, t.tick), &world),
+            );
         }
     }
     Ok(())

@@ -356,3 +356,72 @@ fn check_and_sim_write_junit_reports() {
         (Some(1), Some(0))
     );
 }
+
+/// `sim --plant`: the planted fault is found, reported in the JUnit report with its seed,
+/// oracle, tick and entity, and the run stops at it; an unknown kind is refused by name.
+#[test]
+fn sim_finds_a_planted_fault_and_reports_it() {
+    let dir = TempDir::new("cli-plant");
+    let report = dir.path().join("sim.xml");
+    let out = cli(&[
+        "sim",
+        "--plant",
+        "hash-tie",
+        "--seconds",
+        "120",
+        "--seed",
+        "1",
+        "--stop-at-failure",
+        "--failures-dir",
+        path(dir.path()),
+        "--junit",
+        path(&report),
+        "--json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j = json(&out);
+    let f = &j["failures"][0];
+    // Whichever world first took another hash order: the other shard count's, or a replay's.
+    let oracle = f["oracle"].as_str().unwrap_or_default();
+    assert!(
+        ["shards", "checkpoint", "recording", "torn"].contains(&oracle),
+        "{j}"
+    );
+    assert!(
+        f["tick"].as_u64().is_some() && f["entity"].as_str().is_some(),
+        "{j}"
+    );
+    assert!(j["first_failure_seconds"].as_f64().is_some(), "{j}");
+    assert!(
+        j["seconds"].as_f64().unwrap() < 120.0,
+        "stopped at the failure: {j}"
+    );
+    let xml = std::fs::read_to_string(&report).unwrap();
+    assert!(xml.contains(&format!("case seed {}", f["seed"])), "{xml}");
+    assert!(xml.contains("; first at player slot"), "{xml}");
+    // The shrunken run was written where asked.
+    let written = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("sim-failure-")
+        })
+        .count();
+    assert!(written >= 1);
+
+    let out = cli(&["sim", "--plant", "cosmic-ray", "--seed", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("\"cosmic-ray\"") && err.contains("shard-order"),
+        "{err}"
+    );
+}

@@ -8,6 +8,7 @@
 mod cli;
 mod damage;
 mod fault;
+mod planted;
 mod roundtrip;
 mod sim;
 mod tools;

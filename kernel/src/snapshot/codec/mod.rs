@@ -432,12 +432,13 @@ fn disjoint_ascending(a: &[u32], b: impl Iterator<Item = u32>) -> bool {
 /// has one, new entry), ascending by the new entry's id. A delta's baseline entry must
 /// have the same id and kind. Delta positions are coded against [`predict`] over the
 /// header's tick minus its baseline tick. Only `out` grows; nothing else is allocated.
+/// Returns the bits of the payload after the header, padding excluded.
 pub fn encode_snapshot(
     out: &mut Vec<u8>,
     header: &SnapshotHeader,
     removed: &[u32],
     updates: &[(Option<ViewEntry>, ViewEntry)],
-) {
+) -> u64 {
     debug_assert!(header.baseline_tick != Some(NO_BASELINE));
     debug_assert!(removed.len() <= SNAPSHOT_ENTRIES_MAX);
     debug_assert!(updates.len() <= SNAPSHOT_ENTRIES_MAX);
@@ -494,7 +495,7 @@ pub fn encode_snapshot(
             }
         }
     }
-    w.finish();
+    w.finish()
 }
 
 /// Reads the byte-aligned header. The version is checked first, so a snapshot of a later
