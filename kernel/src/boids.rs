@@ -68,6 +68,9 @@ pub(crate) struct Neighbourhood<'a> {
     /// Avatar grid and the avatars it indexes.
     pub avatar_grid: &'a UniformGrid,
     pub avatars: &'a [Avatar],
+    /// The synthetic next rules' extra cohesion weight (0 under this build's rules).
+    #[cfg(feature = "synthetic-rules")]
+    pub cohesion_extra: i64,
     /// The planted `shard-order` fault: where the neighbour scan starts (0: the centre).
     #[cfg(feature = "planted-faults")]
     pub cell_rotation: usize,
@@ -165,8 +168,12 @@ impl Neighbourhood<'_> {
         }
         let (mut ax, mut ay) = (0i64, 0i64);
         if count > 0 {
-            ax += ((sum_dx / count) * f.cohesion_weight as i64) >> 14;
-            ay += ((sum_dy / count) * f.cohesion_weight as i64) >> 14;
+            #[cfg(feature = "synthetic-rules")]
+            let cohesion = f.cohesion_weight as i64 + self.cohesion_extra;
+            #[cfg(not(feature = "synthetic-rules"))]
+            let cohesion = f.cohesion_weight as i64;
+            ax += ((sum_dx / count) * cohesion) >> 14;
+            ay += ((sum_dy / count) * cohesion) >> 14;
             ax += ((sum_vx / count - b.vx as i64) * f.alignment_weight as i64) >> 10;
             ay += ((sum_vy / count - b.vy as i64) * f.alignment_weight as i64) >> 10;
             ax += (sep_x * f.separation_weight as i64) >> 14;

@@ -23,7 +23,7 @@ use thiserror::Error;
 use crate::boids::{Boid, BOID_RECORD_BYTES, BOID_VX_OFFSET, BOID_VY_OFFSET, BOID_X_OFFSET, BOID_Y_OFFSET};
 use crate::config::WorldConfig;
 use crate::player::Player;
-use crate::rules_version::KERNEL_RULES_VERSION;
+use crate::rules_version::rules_version;
 use crate::snapshot::stream::{ClientStream, Interest, NO_TICK};
 use crate::snapshot::{ViewEntry, VIEW_ENTITIES_MAX};
 use crate::terrain::Terrain;
@@ -215,7 +215,7 @@ pub fn save_checkpoint_unsealed(world: &World) -> UnsealedCheckpoint {
     let payload_len = (out.len() - HEADER_BYTES) as u64;
     out[MAGIC_OFFSET..VERSION_OFFSET].copy_from_slice(MAGIC);
     out[VERSION_OFFSET..RULES_VERSION_OFFSET].copy_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
-    out[RULES_VERSION_OFFSET..RESERVED_OFFSET].copy_from_slice(&KERNEL_RULES_VERSION.to_le_bytes());
+    out[RULES_VERSION_OFFSET..RESERVED_OFFSET].copy_from_slice(&world.rules_version().to_le_bytes());
     out[PAYLOAD_LEN_OFFSET..CHECKSUM_OFFSET].copy_from_slice(&payload_len.to_le_bytes());
     UnsealedCheckpoint(out)
 }
@@ -241,12 +241,29 @@ fn archive_bytes_max(state: &CheckpointState) -> usize {
 
 /// Restores a world whose terrain is generated from its config.
 pub fn restore_checkpoint(bytes: &[u8], shard_count: usize) -> Result<World, CheckpointError> {
-    let state = decode(bytes)?;
+    let state = decode(bytes, SameRules::Required)?;
     let terrain = Arc::new(Terrain::generate(&state.config).map_err(WorldError::from)?);
     build(state, terrain, shard_count)
 }
 
-fn decode(bytes: &[u8]) -> Result<CheckpointState, CheckpointError> {
+/// Restores the state of a checkpoint made under any kernel rules, as a world that
+/// follows this build's: for carrying a world across a rules change (`rerecord`, the
+/// fleet's upgrade). From there it evolves as these rules say, so a replay of what
+/// followed the checkpoint under the old rules will not reproduce the old roots.
+pub fn restore_checkpoint_any_rules(bytes: &[u8], shard_count: usize) -> Result<World, CheckpointError> {
+    let state = decode(bytes, SameRules::NotRequired)?;
+    let terrain = Arc::new(Terrain::generate(&state.config).map_err(WorldError::from)?);
+    build(state, terrain, shard_count)
+}
+
+/// Whether a restore refuses a checkpoint of other rules.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SameRules {
+    Required,
+    NotRequired,
+}
+
+fn decode(bytes: &[u8], same_rules: SameRules) -> Result<CheckpointState, CheckpointError> {
     if bytes.len() < HEADER_BYTES {
         if bytes.len() >= VERSION_OFFSET && &bytes[MAGIC_OFFSET..VERSION_OFFSET] != MAGIC {
             return Err(CheckpointError::BadMagic {
@@ -277,10 +294,10 @@ fn decode(bytes: &[u8]) -> Result<CheckpointState, CheckpointError> {
         });
     }
     let rules = word(RULES_VERSION_OFFSET);
-    if rules != KERNEL_RULES_VERSION {
+    if same_rules == SameRules::Required && rules != rules_version() {
         return Err(CheckpointError::RulesMismatch {
             found: rules,
-            supported: KERNEL_RULES_VERSION,
+            supported: rules_version(),
         });
     }
     let len = u64::from_le_bytes(

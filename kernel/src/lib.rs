@@ -40,8 +40,8 @@ mod zones;
 
 pub use boids::Boid;
 pub use checkpoint::{
-    restore_checkpoint, save_checkpoint, save_checkpoint_unsealed, CheckpointError, UnsealedCheckpoint,
-    CHECKPOINT_VERSION,
+    restore_checkpoint, restore_checkpoint_any_rules, save_checkpoint, save_checkpoint_unsealed,
+    CheckpointError, UnsealedCheckpoint, CHECKPOINT_VERSION,
 };
 pub use config::{
     ConfigError, FlockingConfig, PlayerConfig, WorldConfig, BOID_COUNT_MAX, CLIENT_SLOTS_MAX,
@@ -51,9 +51,11 @@ pub use config::{
 pub use hash::{hex, ChunkId, ChunkKind, ItemIds, TreeLayout, BOIDS_PER_CHUNK};
 pub use input::{name_is_valid, Input, Rejections, TickInputs, NAME_BYTES_MAX, THROTTLE_MAX};
 pub use output::{CastStats, ClientSnapshot, Joined, StreamSummary, TickOutput};
-pub use player::Player;
+pub use player::{Player, PLAYER_RECORD_BYTES};
 pub use pool::{set_spin_rounds, PinError, SHARD_COUNT_MAX};
-pub use rules_version::KERNEL_RULES_VERSION;
+#[cfg(feature = "synthetic-rules")]
+pub use rules_version::follow_synthetic_rules;
+pub use rules_version::{rules_version, KERNEL_RULES_VERSION};
 pub use scripted::{Script, ScriptConfig};
 pub use snapshot::{
     decode_snapshot_header, ClientDecoder, DecodeError, SnapshotHeader, ViewEntry, BASELINE_RING_LEN,

@@ -1,7 +1,46 @@
 //! The version of the simulation rules, in a module of its own so the modules that stamp
 //! it (the state root, the checkpoint header, the inspector) import a leaf, not the
 //! crate's façade.
+//!
+//! With the test-only `synthetic-rules` feature, a thread can switch the worlds it builds
+//! to a synthetic next version of the rules (`follow_synthetic_rules`): version
+//! `KERNEL_RULES_VERSION + 1`, whose one change is a heavier cohesion weight. It stands
+//! for the next real rules change in the tests of the tools that carry recordings and
+//! worlds across one (`trace`, `rules-diff`, `rerecord`, the fleet's upgrade), which
+//! would otherwise need two builds.
 
 /// Version of the simulation rules. Bump it whenever the same inputs would produce a
 /// different state or different snapshots, so recordings can tell they need re-blessing.
 pub const KERNEL_RULES_VERSION: u32 = 5;
+
+/// What the synthetic next rules add to `flocking.cohesion_weight`.
+#[cfg(feature = "synthetic-rules")]
+pub(crate) const SYNTHETIC_COHESION_EXTRA: i64 = 64;
+
+#[cfg(feature = "synthetic-rules")]
+thread_local! {
+    static SYNTHETIC: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Makes the worlds this thread builds from now on, and the checkpoints it restores,
+/// follow the synthetic next rules (true) or this build's (false).
+#[cfg(feature = "synthetic-rules")]
+pub fn follow_synthetic_rules(on: bool) {
+    SYNTHETIC.with(|s| s.set(on));
+}
+
+/// Whether this thread follows the synthetic next rules.
+#[cfg(feature = "synthetic-rules")]
+pub(crate) fn synthetic() -> bool {
+    SYNTHETIC.with(std::cell::Cell::get)
+}
+
+/// The rules a world built on this thread now follows: `KERNEL_RULES_VERSION`, unless
+/// the synthetic next rules are on (`synthetic-rules` builds only).
+pub fn rules_version() -> u32 {
+    #[cfg(feature = "synthetic-rules")]
+    if synthetic() {
+        return KERNEL_RULES_VERSION + 1;
+    }
+    KERNEL_RULES_VERSION
+}

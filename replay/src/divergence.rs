@@ -1,8 +1,8 @@
 //! Explaining a divergence: which leaf of the state tree differs, then which entity and
 //! which fields, with both values.
 
-use migratory_kernel::World;
 use migratory_kernel::{hex, ChunkId, ChunkKind, TreeLayout};
+use migratory_kernel::{Boid, Player, World};
 use serde::Serialize;
 
 /// One side of a comparison.
@@ -118,6 +118,48 @@ fn field(entity: &str, id: u32, name: &str, a: impl ToString, b: impl ToString, 
     }
 }
 
+/// The fields of boid `n` that differ between `x` and `y`, onto `out`.
+pub(crate) fn boid_fields(n: u32, x: &Boid, y: &Boid, out: &mut Vec<FieldDiff>) {
+    let e = format!("boid {n}");
+    field(&e, n, "x_mm", x.x_mm, y.x_mm, out);
+    field(&e, n, "y_mm", x.y_mm, y.y_mm, out);
+    field(&e, n, "vx", x.vx, y.vx, out);
+    field(&e, n, "vy", x.vy, y.vy, out);
+}
+
+/// The fields of the player in slot `s` that differ between `p` and `q`, onto `out`.
+pub(crate) fn player_fields(s: u32, p: &Player, q: &Player, out: &mut Vec<FieldDiff>) {
+    let e = format!("player slot {s} (client {})", p.client);
+    field(&e, s, "active", p.active, q.active, out);
+    field(&e, s, "spectator", p.spectator, q.spectator, out);
+    field(&e, s, "client", p.client, q.client, out);
+    field(&e, s, "name", p.name(), q.name(), out);
+    field(&e, s, "x_mm", p.x_mm, q.x_mm, out);
+    field(&e, s, "y_mm", p.y_mm, q.y_mm, out);
+    field(&e, s, "vx", p.vx, q.vx, out);
+    field(&e, s, "vy", p.vy, q.vy, out);
+    field(
+        &e,
+        s,
+        "dir",
+        format!("{:?}", (p.dir_x, p.dir_y)),
+        format!("{:?}", (q.dir_x, q.dir_y)),
+        out,
+    );
+    field(&e, s, "throttle", p.throttle, q.throttle, out);
+    field(&e, s, "score", p.score, q.score, out);
+    field(&e, s, "last_seq", p.last_seq, q.last_seq, out);
+    field(&e, s, "acked_tick", p.acked_tick, q.acked_tick, out);
+    field(
+        &e,
+        s,
+        "cast_ready_tick",
+        p.cast_ready_tick,
+        q.cast_ready_tick,
+        out,
+    );
+}
+
 /// Compares two worlds of the same config at the same tick, leaf by leaf.
 pub fn compare(a: &World, b: &World) -> Vec<ChunkDiff> {
     let layout = TreeLayout::of(a.config());
@@ -133,46 +175,12 @@ pub fn compare(a: &World, b: &World) -> Vec<ChunkDiff> {
             ChunkKind::Boids => {
                 let (boids_a, boids_b) = (a.boids(), b.boids());
                 for n in range.iter() {
-                    let (x, y) = (boids_a[n as usize], boids_b[n as usize]);
-                    let e = format!("boid {n}");
-                    field(&e, n, "x_mm", x.x_mm, y.x_mm, &mut fields);
-                    field(&e, n, "y_mm", x.y_mm, y.y_mm, &mut fields);
-                    field(&e, n, "vx", x.vx, y.vx, &mut fields);
-                    field(&e, n, "vy", x.vy, y.vy, &mut fields);
+                    boid_fields(n, &boids_a[n as usize], &boids_b[n as usize], &mut fields);
                 }
             }
             ChunkKind::Players => {
                 for s in range.iter() {
-                    let (p, q) = (a.players()[s as usize], b.players()[s as usize]);
-                    let e = format!("player slot {s} (client {})", p.client);
-                    field(&e, s, "active", p.active, q.active, &mut fields);
-                    field(&e, s, "spectator", p.spectator, q.spectator, &mut fields);
-                    field(&e, s, "client", p.client, q.client, &mut fields);
-                    field(&e, s, "name", p.name(), q.name(), &mut fields);
-                    field(&e, s, "x_mm", p.x_mm, q.x_mm, &mut fields);
-                    field(&e, s, "y_mm", p.y_mm, q.y_mm, &mut fields);
-                    field(&e, s, "vx", p.vx, q.vx, &mut fields);
-                    field(&e, s, "vy", p.vy, q.vy, &mut fields);
-                    field(
-                        &e,
-                        s,
-                        "dir",
-                        format!("{:?}", (p.dir_x, p.dir_y)),
-                        format!("{:?}", (q.dir_x, q.dir_y)),
-                        &mut fields,
-                    );
-                    field(&e, s, "throttle", p.throttle, q.throttle, &mut fields);
-                    field(&e, s, "score", p.score, q.score, &mut fields);
-                    field(&e, s, "last_seq", p.last_seq, q.last_seq, &mut fields);
-                    field(&e, s, "acked_tick", p.acked_tick, q.acked_tick, &mut fields);
-                    field(
-                        &e,
-                        s,
-                        "cast_ready_tick",
-                        p.cast_ready_tick,
-                        q.cast_ready_tick,
-                        &mut fields,
-                    );
+                    player_fields(s, &a.players()[s as usize], &b.players()[s as usize], &mut fields);
                 }
             }
             ChunkKind::Streams => {

@@ -25,6 +25,7 @@ macro_rules! out {
     }};
 }
 
+mod rules_cli;
 mod sim_cli;
 
 #[derive(Parser, Debug)]
@@ -107,6 +108,16 @@ enum Command {
     /// checkpoint, recording, tear) against the determinism oracles until the time is up.
     /// Prints the run's seed; `--seed S` alone reruns the one case of seed S.
     Sim(sim_cli::SimArgs),
+    /// Export every tick's entity states of a recording's replay under this build's
+    /// rules (a behaviour trace, `.mtrc`), for `rules-diff` in a later build.
+    Trace(rules_cli::TraceArgs),
+    /// Replay a recording's inputs under this build's rules and report the first tick,
+    /// entity and field where behaviour differs from a trace an earlier build made, and
+    /// how far it spreads. Exit 1 when it differs.
+    RulesDiff(rules_cli::RulesDiffArgs),
+    /// Replay a recording's inputs under this build's rules (whatever rules made it) and
+    /// record them afresh, with this build's roots.
+    Rerecord(rules_cli::RerecordArgs),
     /// Replay speed side by side at several shard counts.
     Bench {
         #[command(flatten)]
@@ -253,6 +264,12 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let json = cli.json;
+    // Test builds only: MIGRATORY_SYNTHETIC_RULES=1 makes this process a build of the
+    // synthetic next rules, to test the rules-change commands across two "builds".
+    #[cfg(feature = "synthetic-rules")]
+    if std::env::var_os("MIGRATORY_SYNTHETIC_RULES").is_some_and(|v| v == "1") {
+        migratory_kernel::follow_synthetic_rules(true);
+    }
     let ok = |good: bool| {
         if good {
             ExitCode::SUCCESS
@@ -527,6 +544,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Sim(args) => sim_cli::sim(json, &args),
+        Command::Trace(args) => rules_cli::trace(json, &args),
+        Command::RulesDiff(args) => rules_cli::rules_diff(json, &args),
+        Command::Rerecord(args) => rules_cli::rerecord(json, &args),
         Command::Bench { session, shards } => {
             let r = tools::bench(&session.options(1), &shards)?;
             if json {

@@ -5,7 +5,6 @@ use super::World;
 use crate::boids::Boid;
 use crate::hash::{self, ChunkId, ChunkKind, BOIDS_PER_CHUNK, PLAYERS_PER_CHUNK, STREAMS_PER_CHUNK};
 use crate::output::StreamSummary;
-use crate::rules_version::KERNEL_RULES_VERSION;
 use crate::snapshot::ViewEntry;
 
 impl World {
@@ -36,7 +35,7 @@ impl World {
             ));
         }
         hash::root(
-            KERNEL_RULES_VERSION,
+            self.rules_version,
             self.tick,
             &self.config_hash,
             &self.terrain.content_hash(),

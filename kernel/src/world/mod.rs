@@ -100,6 +100,9 @@ pub struct World {
     output: TickOutput,
     #[cfg(feature = "fault-injection")]
     fault: Option<(u32, u32)>,
+    /// The rules this world follows (`rules_version()` when it was built): stamped into
+    /// its roots and checkpoints.
+    rules_version: u32,
     #[cfg(feature = "planted-faults")]
     pub(crate) planted: Option<crate::planted::PlantedFault>,
     /// Orders clients for the `hash-tie` fault: a hasher of this world's own keys.
@@ -231,6 +234,7 @@ impl World {
             config,
             #[cfg(feature = "fault-injection")]
             fault: None,
+            rules_version: crate::rules_version::rules_version(),
             #[cfg(feature = "planted-faults")]
             planted: crate::planted::planted(),
             #[cfg(feature = "planted-faults")]
@@ -242,6 +246,12 @@ impl World {
         };
         world.replace_boids(&state.boids);
         Ok(world)
+    }
+
+    /// The version of the rules this world follows (`KERNEL_RULES_VERSION` in every
+    /// shipped build).
+    pub fn rules_version(&self) -> u32 {
+        self.rules_version
     }
 
     /// The config the world was built from.

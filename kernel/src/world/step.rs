@@ -15,7 +15,6 @@ use crate::hash::{self, ChunkId, ChunkKind, BOIDS_PER_CHUNK, PLAYERS_PER_CHUNK, 
 use crate::input::TickInputs;
 use crate::output::TickOutput;
 use crate::pool::{SharedSlice, SHARD_COUNT_MAX};
-use crate::rules_version::KERNEL_RULES_VERSION;
 use crate::snapshot::stream::{SnapshotContext, SnapshotScratch};
 
 /// Slots of the boid grid a shard claims at a time in the boid phase (6 KiB of boids).
@@ -88,6 +87,12 @@ impl World {
             sorted: &self.grid_boids,
             avatar_grid: &self.avatar_grid,
             avatars: &self.avatars,
+            #[cfg(feature = "synthetic-rules")]
+            cohesion_extra: if self.rules_version != crate::rules_version::KERNEL_RULES_VERSION {
+                crate::rules_version::SYNTHETIC_COHESION_EXTRA
+            } else {
+                0
+            },
             #[cfg(feature = "planted-faults")]
             cell_rotation: match self.planted {
                 Some(crate::planted::PlantedFault::ShardOrder) => self.pool.shard_count() - 1,
@@ -280,7 +285,7 @@ impl World {
         }
         let out = &mut self.output;
         out.state_root = hash::root(
-            KERNEL_RULES_VERSION,
+            self.rules_version,
             self.tick,
             &self.config_hash,
             &self.terrain.content_hash(),

@@ -1,5 +1,6 @@
 //! The `.mrec` recording format: a streaming writer (`writer`) and a validating, seeking
 //! reader (`reader`); every byte layout below is encoded and decoded in `layout` alone.
+//! (`trace` is the `.mtrc` behaviour trace, a file of its own, specified there.)
 //!
 //! A recording is a file header followed by records. Everything is little-endian and every
 //! byte is covered by a checksum, so damage is always detected: a cut-off last record is
@@ -45,6 +46,7 @@
 
 mod layout;
 mod reader;
+pub mod trace;
 mod writer;
 
 use std::io;

@@ -459,6 +459,38 @@ impl Recording {
         }
     }
 
+    /// The world the recording starts from, following this build's rules whatever rules
+    /// recorded it: to replay its inputs under new rules (`rerecord`, `rules-diff`).
+    pub fn start_world_any_rules(&self, shard_count: usize) -> Result<World, RecordingError> {
+        let first = self.checkpoints().next().copied();
+        match first {
+            Some(f) if self.meta.start_tick != 0 && f.first_tick == self.meta.start_tick => {
+                let payload = self.payload(&f)?;
+                let bad = |reason: String| corrupted(f.offset, Some((f.first_tick, f.first_tick)), reason);
+                let bytes = zstd::bulk::decompress(&payload, RECORD_PAYLOAD_BYTES_MAX as usize)
+                    .map_err(|e| bad(format!("checkpoint does not decompress: {e}")))?;
+                let world = migratory_kernel::restore_checkpoint_any_rules(&bytes, shard_count).map_err(
+                    |e| match e {
+                        CheckpointError::UpgradeRequired { .. }
+                        | CheckpointError::UnsupportedVersion { .. } => {
+                            RecordingError::CheckpointIncompatible {
+                                offset: f.offset,
+                                tick: f.first_tick,
+                                reason: e.to_string(),
+                            }
+                        }
+                        e => bad(format!("checkpoint invalid: {e}")),
+                    },
+                )?;
+                if world.tick() != f.first_tick || world.config() != &self.meta.config {
+                    return Err(bad("checkpoint tick or config differs from the recording".into()));
+                }
+                Ok(world)
+            }
+            _ => self.start_world(shard_count),
+        }
+    }
+
     /// The world at `tick`: restored from the nearest checkpoint at or before it, then
     /// stepped with the recorded inputs.
     pub fn world_at(&self, tick: u32, shard_count: usize) -> Result<World, RecordingError> {

@@ -110,7 +110,7 @@ impl<W: Durable> RecordingWriter<W> {
         let body = rkyv::to_bytes::<rancor::Error>(&meta).map_err(io::Error::other)?;
         let head = FileHeader {
             version: FORMAT_VERSION,
-            rules_version: migratory_kernel::KERNEL_RULES_VERSION,
+            rules_version: world.rules_version(),
             shard_count,
             body_len: body.len() as u32,
         };

@@ -14,12 +14,14 @@ mod chain;
 mod check;
 mod inspect;
 mod make;
+mod rules;
 mod verify;
 
 pub use chain::*;
 pub use check::*;
 pub use inspect::*;
 pub use make::*;
+pub use rules::*;
 pub use verify::*;
 
 use crate::divergence::{self, ChunkDiff, RootKind, Side};

@@ -252,7 +252,7 @@ pub fn verify(
         ticks,
         ticks_recovered: rec.ticks_recovered(),
         torn_tail: rec.torn_tail.clone(),
-        rules_version_differs: rec.rules_version != migratory_kernel::KERNEL_RULES_VERSION,
+        rules_version_differs: rec.rules_version != migratory_kernel::rules_version(),
         divergence,
         end_record_matches,
         ticks_per_s: ticks as f64 * shard_counts.len() as f64 / secs,

@@ -425,3 +425,80 @@ fn sim_finds_a_planted_fault_and_reports_it() {
         "{err}"
     );
 }
+
+/// Two "builds" as two processes: `trace` under this build's rules, then `rules-diff`
+/// and `rerecord` in a process following the synthetic next rules
+/// (MIGRATORY_SYNTHETIC_RULES=1, honoured only by builds with `synthetic-rules`).
+#[test]
+fn trace_rules_diff_and_rerecord_across_two_builds() {
+    let dir = TempDir::new("cli-rules");
+    let rec = dir.path().join("a.mrec");
+    let trace = dir.path().join("a.mtrc");
+    let out = cli(&[
+        "synth",
+        "-o",
+        path(&rec),
+        "--ticks",
+        "60",
+        "--clients",
+        "2",
+        "--boids",
+        "150",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = cli(&["trace", path(&rec), "-o", path(&trace)]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cli(&["rules-diff", path(&trace), path(&rec)]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("same behaviour"));
+
+    let next = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_migratory-replay"))
+            .args(args)
+            .env("MIGRATORY_SYNTHETIC_RULES", "1")
+            .output()
+            .expect("running migratory-replay")
+    };
+    let out = next(&["rules-diff", path(&trace), path(&rec)]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("behaviour differs from tick") && text.contains("(trace) ->"),
+        "{text}"
+    );
+    let new = dir.path().join("b.mrec");
+    let out = next(&["rerecord", path(&rec), "-o", path(&new), "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j = json(&out);
+    assert_eq!(
+        j["rules_version"].as_u64(),
+        j["old_rules_version"].as_u64().map(|v| v + 1),
+        "{j}"
+    );
+    let out = next(&["verify", path(&new), "--shards", "1,2"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // A missing trace is an error that names it (exit 2), not a finding.
+    let out = cli(&["rules-diff", path(&dir.path().join("none.mtrc")), path(&rec)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("none.mtrc"));
+}

@@ -10,6 +10,7 @@ mod damage;
 mod fault;
 mod planted;
 mod roundtrip;
+mod rules;
 mod sim;
 mod tools;
 
