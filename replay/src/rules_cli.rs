@@ -31,7 +31,10 @@ pub(crate) struct RulesDiffArgs {
 
 #[derive(Args, Debug)]
 pub(crate) struct RerecordArgs {
-    old: PathBuf,
+    /// The recording, or a chain of them in order (a world's segments: each starts at the
+    /// tick after the one before ends), replayed into one.
+    #[arg(required = true)]
+    old: Vec<PathBuf>,
     #[arg(short = 'o', long)]
     out: PathBuf,
     #[arg(long, default_value_t = 1)]
@@ -123,7 +126,8 @@ pub(crate) fn rerecord(json: bool, a: &RerecordArgs) -> anyhow::Result<ExitCode>
         checkpoint_interval_ticks: a.checkpoint_interval,
         ..WriterOptions::default()
     };
-    let r = tools::rerecord(&a.old, &a.out, a.shards, options, &mut progress())?;
+    let paths: Vec<&std::path::Path> = a.old.iter().map(PathBuf::as_path).collect();
+    let r = tools::rerecord_chain(&paths, &a.out, a.shards, options, &mut progress())?;
     if json {
         print_json(&r);
     } else {
@@ -133,7 +137,7 @@ pub(crate) fn rerecord(json: bool, a: &RerecordArgs) -> anyhow::Result<ExitCode>
             r.bytes,
             r.first_tick,
             r.last_tick,
-            r.file,
+            r.files.join(", "),
             r.rules_version,
             r.old_rules_version
         );

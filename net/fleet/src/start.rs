@@ -40,12 +40,14 @@ impl Fleet {
             }
         }
         let segments = self.store.segments(id).await?;
-        // The newest segment with a durable tick: one whose recording could not be read
-        // (its server died before anything of it was shipped) has no root to resume from.
-        let resume = segments
-            .iter()
-            .rev()
-            .find(|s| s.last_tick.is_some() && s.final_root.as_deref().is_some_and(|r| !r.is_empty()));
+        // The newest segment of the world's current lineage with a durable tick: one whose
+        // recording could not be read (its server died before anything of it was shipped)
+        // has no root to resume from. (A fork's new lineage has none: a fresh start.)
+        let resume = segments.iter().rev().find(|s| {
+            s.lineage == row.lineage
+                && s.last_tick.is_some()
+                && s.final_root.as_deref().is_some_and(|r| !r.is_empty())
+        });
         if let Some(seg) = resume {
             self.metrics.resumes.inc();
             // With a shared store the segment may have been written on another machine.

@@ -214,14 +214,15 @@ pub fn rules_diff(
 /// What `rerecord` wrote.
 #[derive(Debug, Serialize)]
 pub struct RerecordReport {
-    pub file: String,
+    /// The recordings replayed, in order (a world's segments, or one recording).
+    pub files: Vec<String>,
     pub out: String,
     pub old_rules_version: u32,
     pub rules_version: u32,
     pub first_tick: u32,
     pub last_tick: u32,
     pub bytes: u64,
-    /// The first tick whose state root differs from the old recording's (None: the new
+    /// The first tick whose state root differs from the old recordings' (None: the new
     /// rules changed nothing this session did).
     pub first_changed_root_tick: Option<u32>,
     pub final_root: String,
@@ -236,35 +237,77 @@ pub fn rerecord(
     options: WriterOptions,
     progress: Progress<'_>,
 ) -> Result<RerecordReport, ToolError> {
+    rerecord_chain(&[path], out, shards, options, progress)
+}
+
+/// `rerecord` of a chain of recordings that continue one another (a world's segments,
+/// each starting at the tick after the one before ended): one recording of all their
+/// inputs, from the first one's start, under this build's rules.
+pub fn rerecord_chain(
+    paths: &[&Path],
+    out: &Path,
+    shards: usize,
+    options: WriterOptions,
+    progress: Progress<'_>,
+) -> Result<RerecordReport, ToolError> {
     let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     };
-    if same(path, out) {
+    let Some(&first) = paths.first() else {
+        return Err(ToolError::Invalid("rerecord needs at least one recording".into()));
+    };
+    if let Some(p) = paths.iter().find(|p| same(p, out)) {
         return Err(ToolError::Invalid(format!(
             "{} would overwrite the recording it reads: write elsewhere",
-            out.display()
+            p.display()
         )));
     }
-    let rec = open(path)?;
-    let mut world = rec.start_world_any_rules(shards).map_err(rec_err(path))?;
+    let recs = paths.iter().map(|p| open(p)).collect::<Result<Vec<_>, _>>()?;
+    let mut world = recs[0].start_world_any_rules(shards).map_err(rec_err(first))?;
     let tmp = out.with_extension("mrec.partial");
     let file = std::fs::File::create(&tmp).map_err(io_err(format!("creating {}", tmp.display())))?;
     let mut writer = RecordingWriter::new(std::io::BufWriter::new(file), &world, shards as u32, options)
         .map_err(io_err(format!("writing {}", tmp.display())))?;
     let first_tick = world.tick() + 1;
-    let total = rec.last_tick() - world.tick();
+    let start = world.tick();
+    let total = recs.last().map_or(0, |r| r.last_tick()).saturating_sub(start);
     let mut first_changed = None;
-    for t in rec.ticks_from(first_tick) {
-        let t = t.map_err(rec_err(path))?;
-        world.step(&t.inputs);
-        if first_changed.is_none() && world.output().state_root != t.state_root {
-            first_changed = Some(t.tick);
+    let result = (|| {
+        for (rec, path) in recs.iter().zip(paths) {
+            if rec.meta.config_hash != recs[0].meta.config_hash {
+                return Err(ToolError::Invalid(format!(
+                    "{} is of another world than {}",
+                    path.display(),
+                    first.display()
+                )));
+            }
+            if rec.first_tick() != world.tick() + 1 {
+                return Err(ToolError::Invalid(format!(
+                    "{} starts at tick {}, but the recordings before it end at tick {}: not a chain",
+                    path.display(),
+                    rec.first_tick(),
+                    world.tick()
+                )));
+            }
+            for t in rec.ticks_from(rec.first_tick()) {
+                let t = t.map_err(rec_err(path))?;
+                world.step(&t.inputs);
+                if first_changed.is_none() && world.output().state_root != t.state_root {
+                    first_changed = Some(t.tick);
+                }
+                writer
+                    .record_tick(&t.inputs, world.output(), &world)
+                    .map_err(io_err(format!("writing {}", tmp.display())))?;
+                progress(t.tick - start, total);
+            }
         }
-        writer
-            .record_tick(&t.inputs, world.output(), &world)
-            .map_err(io_err(format!("writing {}", tmp.display())))?;
-        progress(t.tick - rec.meta.start_tick, total);
+        Ok(())
+    })();
+    if let Err(e) = result {
+        drop(writer);
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
     }
     let mut file = writer
         .finish_with_checkpoint(&world)
@@ -276,9 +319,9 @@ pub fn rerecord(
         .map_err(io_err(out.display().to_string()))?
         .len();
     Ok(RerecordReport {
-        file: path.display().to_string(),
+        files: paths.iter().map(|p| p.display().to_string()).collect(),
         out: out.display().to_string(),
-        old_rules_version: rec.rules_version,
+        old_rules_version: recs[0].rules_version,
         rules_version: world.rules_version(),
         first_tick,
         last_tick: world.tick(),

@@ -196,3 +196,31 @@ fn rerecord_carries_a_recording_and_a_segment_across_the_change() {
     let err = tools::rerecord(&rec, &rec, 1, options, &mut |_, _| {}).unwrap_err();
     assert!(err.to_string().contains("overwrite"), "{err}");
 }
+
+#[test]
+fn rerecord_chain_replays_a_worlds_segments_into_one() {
+    let dir = TempDir::new("rerecord-chain");
+    let (rec, _) = recording_and_trace(&dir);
+    let (a, b) = (dir.path().join("a.mrec"), dir.path().join("b.mrec"));
+    tools::extract(&rec, 0, 70, &a).unwrap();
+    tools::extract(&rec, 70, 120, &b).unwrap();
+    let (whole, chained) = (dir.path().join("whole.mrec"), dir.path().join("chained.mrec"));
+    let options = WriterOptions::default();
+    let (w, c, refused) = under_next_rules(|| {
+        let w = tools::rerecord(&rec, &whole, 1, options.clone(), &mut |_, _| {}).unwrap();
+        let c = tools::rerecord_chain(&[&a, &b], &chained, 2, options.clone(), &mut |_, _| {}).unwrap();
+        let refused = tools::rerecord_chain(
+            &[&b, &a],
+            &dir.path().join("x.mrec"),
+            1,
+            options.clone(),
+            &mut |_, _| {},
+        )
+        .unwrap_err();
+        (w, c, refused)
+    });
+    assert_eq!((c.first_tick, c.last_tick), (1, 120));
+    assert_eq!(c.final_root, w.final_root, "the chain is the whole history");
+    assert!(refused.to_string().contains("not a chain"), "{refused}");
+    assert!(!dir.path().join("x.mrec").exists() && !dir.path().join("x.mrec.partial").exists());
+}

@@ -58,6 +58,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "reclaim and moves",
         include_str!("../../migrations/0003_reclaim_and_moves.sql"),
     ),
+    (4, "lineages", include_str!("../../migrations/0004_lineages.sql")),
 ];
 
 /// `MIGRATIONS` as a source sqlx's migrator reads.
@@ -140,10 +141,12 @@ pub struct WorldRow {
     pub owner_node: Option<String>,
     /// The fencing epoch: incremented on every start and takeover.
     pub epoch: i64,
+    /// The world's current lineage (see migration 0004): 0 until an upgrade or a fork.
+    pub lineage: i64,
 }
 
 const WORLD_COLUMNS: &str =
-    "id, config_json, config_hash, created_unix_ms, server_pid, ws_url, owner_node, epoch";
+    "id, config_json, config_hash, created_unix_ms, server_pid, ws_url, owner_node, epoch, lineage";
 
 pub fn now_unix_ms() -> i64 {
     SystemTime::now()
@@ -450,6 +453,7 @@ fn world_row(r: &AnyRow) -> Result<WorldRow, sqlx::Error> {
         ws_url: r.try_get(5)?,
         owner_node: r.try_get(6)?,
         epoch: r.try_get(7)?,
+        lineage: r.try_get(8)?,
     })
 }
 

@@ -91,6 +91,10 @@ pub struct SegmentRow {
     pub ended_unix_ms: Option<i64>,
     /// The fencing epoch its server ran under.
     pub epoch: i64,
+    /// The world's lineage it belongs to (an upgrade or a fork starts a new one).
+    pub lineage: i64,
+    /// `upgrade` for a segment an upgrade wrote; None for a server's run.
+    pub origin: Option<String>,
 }
 
 /// How a segment's recording ended, as read from the file.
@@ -119,7 +123,7 @@ impl Store {
     pub async fn segments(&self, world_id: &str) -> Result<Vec<SegmentRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT seq, recording_path, first_tick, last_tick, final_root, ended, resumed_from_seq, \
-             started_unix_ms, ended_unix_ms, epoch FROM segments WHERE world_id = $1 ORDER BY seq",
+             started_unix_ms, ended_unix_ms, epoch, lineage, origin FROM segments WHERE world_id = $1 ORDER BY seq",
         )
         .bind(world_id)
         .fetch_all(&self.pool)
@@ -155,10 +159,9 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "INSERT INTO segments (world_id, seq, recording_path, first_tick, ended, resumed_from_seq, \
-             started_unix_ms, epoch) SELECT CAST($1 AS TEXT), CAST($2 AS BIGINT), CAST($3 AS TEXT), \
-             CAST($4 AS BIGINT), CAST($5 AS TEXT), CAST($6 AS BIGINT), CAST($7 AS BIGINT), CAST($8 AS BIGINT) \
-             WHERE EXISTS (SELECT 1 FROM worlds WHERE id = $1 AND owner_node = $9 AND epoch = $8 \
-             AND created_unix_ms = $10)",
+             started_unix_ms, epoch, lineage) SELECT CAST($1 AS TEXT), CAST($2 AS BIGINT), CAST($3 AS TEXT), \
+             CAST($4 AS BIGINT), CAST($5 AS TEXT), CAST($6 AS BIGINT), CAST($7 AS BIGINT), CAST($8 AS BIGINT), \
+             lineage FROM worlds WHERE id = $1 AND owner_node = $9 AND epoch = $8 AND created_unix_ms = $10",
         )
         .bind(world_id)
         .bind(seq)
@@ -174,6 +177,46 @@ impl Store {
         .await
         .map_err(q("open segment"))?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// Starts a new lineage of the world for its holder (an upgrade or a fork): the world
+    /// resumes from the new lineage's segments only, and the older ones are kept. Returns
+    /// the new lineage, or None (nothing changed) when the world is no longer `holder`'s.
+    pub async fn begin_lineage(&self, world_id: &str, holder: &Holder) -> Result<Option<i64>, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(q("begin"))?;
+        let done = sqlx::query(
+            "UPDATE worlds SET lineage = lineage + 1 WHERE id = $1 AND owner_node = $2 AND epoch = $3 \
+             AND created_unix_ms = $4",
+        )
+        .bind(world_id)
+        .bind(&holder.node)
+        .bind(holder.epoch)
+        .bind(holder.created_unix_ms)
+        .execute(&mut *tx)
+        .await
+        .map_err(q("begin lineage"))?;
+        if done.rows_affected() != 1 {
+            return Ok(None);
+        }
+        let lineage: i64 = sqlx::query("SELECT lineage FROM worlds WHERE id = $1")
+            .bind(world_id)
+            .fetch_one(&mut *tx)
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(q("read lineage"))?;
+        tx.commit().await.map_err(q("commit"))?;
+        Ok(Some(lineage))
+    }
+
+    /// Marks segment `seq` as written by an upgrade, not by a server.
+    pub async fn mark_upgraded(&self, world_id: &str, seq: i64) -> Result<(), StoreError> {
+        sqlx::query("UPDATE segments SET origin = 'upgrade' WHERE world_id = $1 AND seq = $2")
+            .bind(world_id)
+            .bind(seq)
+            .execute(&self.pool)
+            .await
+            .map_err(q("mark upgraded"))?;
+        Ok(())
     }
 
     /// Closes a running segment with what its recording says; false (and nothing
@@ -346,6 +389,8 @@ fn segment_row(r: &AnyRow) -> Result<SegmentRow, sqlx::Error> {
         started_unix_ms: r.try_get(7)?,
         ended_unix_ms: r.try_get(8)?,
         epoch: r.try_get(9)?,
+        lineage: r.try_get(10)?,
+        origin: r.try_get(11)?,
     })
 }
 
