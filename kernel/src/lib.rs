@@ -54,7 +54,7 @@ pub use output::{CastStats, ClientSnapshot, Joined, StreamSummary, TickOutput};
 pub use player::{Player, PLAYER_RECORD_BYTES};
 pub use pool::{set_spin_rounds, PinError, SHARD_COUNT_MAX};
 #[cfg(feature = "synthetic-rules")]
-pub use rules_version::follow_synthetic_rules;
+pub use rules_version::{follow_synthetic_rules, follow_synthetic_rules_everywhere};
 pub use rules_version::{rules_version, KERNEL_RULES_VERSION};
 pub use scripted::{Script, ScriptConfig};
 pub use snapshot::{

@@ -19,20 +19,34 @@ pub(crate) const SYNTHETIC_COHESION_EXTRA: i64 = 64;
 
 #[cfg(feature = "synthetic-rules")]
 thread_local! {
-    static SYNTHETIC: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static SYNTHETIC: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
 }
 
+/// The process's choice, for threads that made none.
+#[cfg(feature = "synthetic-rules")]
+static SYNTHETIC_EVERYWHERE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Makes the worlds this thread builds from now on, and the checkpoints it restores,
-/// follow the synthetic next rules (true) or this build's (false).
+/// follow the synthetic next rules (true) or this build's (false), whatever the process
+/// chose.
 #[cfg(feature = "synthetic-rules")]
 pub fn follow_synthetic_rules(on: bool) {
-    SYNTHETIC.with(|s| s.set(on));
+    SYNTHETIC.with(|s| s.set(Some(on)));
+}
+
+/// `follow_synthetic_rules` for every thread of the process that made no choice of its
+/// own: how a test program (a server, a fleet) becomes a build of the next rules.
+#[cfg(feature = "synthetic-rules")]
+pub fn follow_synthetic_rules_everywhere(on: bool) {
+    SYNTHETIC_EVERYWHERE.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Whether this thread follows the synthetic next rules.
 #[cfg(feature = "synthetic-rules")]
 pub(crate) fn synthetic() -> bool {
-    SYNTHETIC.with(std::cell::Cell::get)
+    SYNTHETIC
+        .with(std::cell::Cell::get)
+        .unwrap_or_else(|| SYNTHETIC_EVERYWHERE.load(std::sync::atomic::Ordering::Relaxed))
 }
 
 /// The rules a world built on this thread now follows: `KERNEL_RULES_VERSION`, unless

@@ -268,7 +268,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // synthetic next rules, to test the rules-change commands across two "builds".
     #[cfg(feature = "synthetic-rules")]
     if std::env::var_os("MIGRATORY_SYNTHETIC_RULES").is_some_and(|v| v == "1") {
-        migratory_kernel::follow_synthetic_rules(true);
+        migratory_kernel::follow_synthetic_rules_everywhere(true);
     }
     let ok = |good: bool| {
         if good {

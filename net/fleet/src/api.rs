@@ -42,6 +42,10 @@ pub(crate) fn router(fleet: Arc<Fleet>, auth: Arc<Auth>) -> Router {
             "/api/worlds/{id}/move",
             post(move_world).route_layer(admin.clone()),
         )
+        .route(
+            "/api/worlds/{id}/upgrade",
+            post(upgrade).route_layer(admin.clone()),
+        )
         .route("/api/nodes/{id}/drain", post(drain).route_layer(admin))
         .route("/api/worlds/{id}/join", post(join).route_layer(player))
         .route("/api/nodes", get(nodes).route_layer(reader.clone()))
@@ -487,9 +491,34 @@ async fn move_world(
     Ok(Json(serde_json::to_value(report).unwrap_or_default()))
 }
 
+/// `POST /api/worlds/{id}/upgrade` with `{"mode": "replay"}` (the world's whole input
+/// history replayed under this build's kernel rules into a new segment it resumes from)
+/// or `{"mode": "fork"}` (a fresh start from its config); the old segments are kept.
+async fn upgrade(
+    State(fleet): State<Arc<Fleet>>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<serde_json::Value>, FleetError> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct UpgradeBody {
+        mode: crate::upgrade::UpgradeMode,
+    }
+    let req: UpgradeBody = serde_json::from_slice(&body).map_err(|e| FleetError::Invalid {
+        reason: format!("an upgrade's body is {{\"mode\": \"replay\"}} or {{\"mode\": \"fork\"}}: {e}"),
+    })?;
+    let row = fleet.world_row(&id).await?;
+    refuse_if_elsewhere(&fleet, &id, row.owner_node, "upgrade").await?;
+    // In a task of its own: a client that hangs up must not cut an upgrade in half.
+    let report = tokio::spawn(async move { fleet.upgrade_world(&id, req.mode).await })
+        .await
+        .map_err(task_failed)??;
+    Ok(Json(serde_json::to_value(report).unwrap_or_default()))
+}
+
 fn task_failed(e: tokio::task::JoinError) -> FleetError {
     FleetError::Io {
-        context: "the move's task".into(),
+        context: "the operation's task".into(),
         source: std::io::Error::other(e.to_string()),
     }
 }

@@ -36,6 +36,7 @@ mod serve;
 mod shipping;
 mod start;
 pub mod store;
+mod upgrade;
 
 pub use auth::{
     Role, ADMIN_TOKEN_ENV, ADMIN_TOKEN_FILE_NAME, PLAYER_TOKEN_ENV, PLAYER_TOKEN_FILE_NAME, READER_TOKEN_ENV,

@@ -199,6 +199,11 @@ pub(crate) fn spawn_adopter(
                 }
             };
             for id in ids {
+                // A world this node is busy with (starting it for a join, upgrading it)
+                // was not handed to it: that work decides whether it runs.
+                if fleet.slot(&id).try_lock().is_err() {
+                    continue;
+                }
                 if !in_flight
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())

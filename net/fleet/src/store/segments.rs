@@ -208,6 +208,28 @@ impl Store {
         Ok(Some(lineage))
     }
 
+    /// Sets the world's lineage back (after an upgrade that could not store its segment).
+    pub async fn set_lineage(
+        &self,
+        world_id: &str,
+        holder: &Holder,
+        lineage: i64,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE worlds SET lineage = $1 WHERE id = $2 AND owner_node = $3 AND epoch = $4 \
+             AND created_unix_ms = $5",
+        )
+        .bind(lineage)
+        .bind(world_id)
+        .bind(&holder.node)
+        .bind(holder.epoch)
+        .bind(holder.created_unix_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(q("set lineage"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// Marks segment `seq` as written by an upgrade, not by a server.
     pub async fn mark_upgraded(&self, world_id: &str, seq: i64) -> Result<(), StoreError> {
         sqlx::query("UPDATE segments SET origin = 'upgrade' WHERE world_id = $1 AND seq = $2")

@@ -9,6 +9,7 @@ mod moves;
 mod nodes;
 mod prometheus;
 mod scenarios;
+mod upgrade;
 
 pub use harness::Backend;
 
@@ -40,4 +41,5 @@ on_both_backends!(
     open_joins_are_rate_limited_and_tokens_come_from_the_environment,
     a_server_that_stops_answering_is_replaced,
     unknown_joins_keep_nothing_and_metrics_and_discovery_tell_the_rest,
+    a_world_crosses_a_rules_change_by_replay_or_fork,
 );

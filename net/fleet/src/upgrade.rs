@@ -1,0 +1,239 @@
+//! Carrying a durable world across a kernel rules change, by the operator's choice:
+//!
+//! - `replay`: the world's whole input history (its current lineage's segments, in order)
+//!   replayed under this build's rules into one new segment (`tools::rerecord_chain`),
+//!   which starts a new lineage; the world resumes from its end, with this build's roots.
+//! - `fork`: a new lineage with no segments: the world starts afresh from its config.
+//!
+//! Either way the old segments stay, rows and bytes, in their lineage. The upgrade holds
+//! the world (claimed at the next epoch, so nothing else starts or writes it) and stops
+//! its server first if this node runs one; a world another node runs is refused.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use migratory_replay::format::WriterOptions;
+use migratory_replay::tools;
+
+use crate::error::FleetError;
+use crate::fleet::{Fleet, WorldFiles};
+use crate::store::{Ended, Holder, SegmentEnd, CHUNK_BYTES_MAX};
+
+/// How an upgrade carries the world.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum UpgradeMode {
+    Replay,
+    Fork,
+}
+
+/// What an upgrade did.
+#[derive(Clone, Debug, serde::Serialize)]
+pub(crate) struct UpgradeReport {
+    pub world: String,
+    pub mode: UpgradeMode,
+    /// The lineage the world resumes from now, and the one it left.
+    pub lineage: i64,
+    pub previous_lineage: i64,
+    /// Segments of the previous lineage replayed (replay), in order.
+    pub segments_replayed: Vec<i64>,
+    /// The new segment (replay).
+    pub segment: Option<i64>,
+    pub last_tick: Option<u32>,
+    /// The rules the history was recorded under (its first segment) and this build's.
+    pub old_rules_version: Option<u32>,
+    pub rules_version: u32,
+    /// The first tick whose state root the new rules changed (replay; None: unchanged).
+    pub first_changed_root_tick: Option<u32>,
+    pub ms: u64,
+}
+
+impl Fleet {
+    /// Upgrades world `id` (see the module doc).
+    pub(crate) async fn upgrade_world(
+        &self,
+        id: &str,
+        mode: UpgradeMode,
+    ) -> Result<UpgradeReport, FleetError> {
+        let t0 = Instant::now();
+        let conflict = |reason: String| FleetError::Conflict {
+            world: id.to_string(),
+            reason,
+        };
+        let slot = self.slot(id);
+        let mut slot = slot.lock().await;
+        if let Some(running) = slot.running.take() {
+            self.stop_running(id, running).await?;
+        }
+        let row = self.world_row(id).await?;
+        let Some(epoch) = self.store.claim_world(id, &self.node.id, row.epoch).await? else {
+            return Err(conflict(format!(
+                "runs on node `{}`: stop it there (or upgrade through that node) first",
+                row.owner_node.as_deref().unwrap_or("?")
+            )));
+        };
+        let holder = Holder {
+            node: self.node.id.clone(),
+            epoch,
+            created_unix_ms: row.created_unix_ms,
+        };
+        let result = self.upgrade_held(id, mode, &holder, row.lineage).await;
+        // Given up whatever happened: the next join starts it from what the store holds.
+        if let Err(e) = self.store.release_world(id, &holder).await {
+            tracing::error!(world = %id, error = %e, "releasing the world after its upgrade failed");
+        }
+        let mut report = result?;
+        report.ms = t0.elapsed().as_millis() as u64;
+        tracing::info!(world = %id, mode = ?mode, lineage = report.lineage, segment = ?report.segment, last_tick = ?report.last_tick, ms = report.ms, "world upgraded");
+        Ok(report)
+    }
+
+    async fn upgrade_held(
+        &self,
+        id: &str,
+        mode: UpgradeMode,
+        holder: &Holder,
+        previous_lineage: i64,
+    ) -> Result<UpgradeReport, FleetError> {
+        let conflict = |reason: String| FleetError::Conflict {
+            world: id.to_string(),
+            reason,
+        };
+        // A segment still marked running has no server now: closed from its recording.
+        for seg in self.store.segments(id).await? {
+            if seg.ended == Ended::Running {
+                self.close_from_recording(id, seg.seq, &seg.recording_path, seg.first_tick, false)
+                    .await?;
+            }
+        }
+        let history: Vec<_> = self
+            .store
+            .segments(id)
+            .await?
+            .into_iter()
+            .filter(|s| s.lineage == previous_lineage && s.last_tick.is_some())
+            .collect();
+        let mut report = UpgradeReport {
+            world: id.to_string(),
+            mode,
+            lineage: previous_lineage,
+            previous_lineage,
+            segments_replayed: history.iter().map(|s| s.seq).collect(),
+            segment: None,
+            last_tick: None,
+            old_rules_version: None,
+            rules_version: migratory_kernel::rules_version(),
+            first_changed_root_tick: None,
+            ms: 0,
+        };
+        if mode == UpgradeMode::Fork {
+            report.segments_replayed.clear();
+            report.lineage = self.begin_lineage(id, holder).await?;
+            return Ok(report);
+        }
+        if history.is_empty() {
+            return Err(conflict(
+                "has no recorded history to replay: start it, or fork it (mode \"fork\")".into(),
+            ));
+        }
+        for s in &history {
+            self.materialize(id, s.seq, &s.recording_path).await?;
+        }
+        let seq = self.store.next_segment_seq(id).await?;
+        let dir = WorldFiles::new(&self.options.data_dir, id).segments_dir();
+        std::fs::create_dir_all(&dir).map_err(crate::error::io_err(format!("creating {}", dir.display())))?;
+        let out = dir.join(format!("upgrade-{seq}.mrec"));
+        let paths: Vec<PathBuf> = history
+            .iter()
+            .map(|s| self.options.data_dir.join(&s.recording_path))
+            .collect();
+        let shards = self.options.shards as usize;
+        let target = out.clone();
+        let r = tokio::task::spawn_blocking(move || {
+            let paths: Vec<&std::path::Path> = paths.iter().map(PathBuf::as_path).collect();
+            tools::rerecord_chain(&paths, &target, shards, WriterOptions::default(), &mut |_, _| {})
+        })
+        .await
+        .map_err(|e| FleetError::Io {
+            context: "replaying the world's history".into(),
+            source: std::io::Error::other(e.to_string()),
+        })?
+        .map_err(|e| {
+            conflict(format!(
+                "its history could not be replayed under this build's rules: {e}"
+            ))
+        })?;
+        report.old_rules_version = Some(r.old_rules_version);
+        report.rules_version = r.rules_version;
+        report.first_changed_root_tick = r.first_changed_root_tick;
+        report.last_tick = Some(r.last_tick);
+        report.lineage = self.begin_lineage(id, holder).await?;
+        if let Err(e) = self.store_upgraded(id, seq, &out, &r, holder).await {
+            // Back to the old lineage: a new lineage without its segment would start the
+            // world afresh at its next join.
+            if let Err(back) = self.store.set_lineage(id, holder, previous_lineage).await {
+                tracing::error!(world = %id, error = %back, "restoring the lineage after a failed upgrade failed");
+            }
+            return Err(e);
+        }
+        report.segment = Some(seq);
+        Ok(report)
+    }
+
+    async fn begin_lineage(&self, id: &str, holder: &Holder) -> Result<i64, FleetError> {
+        self.store
+            .begin_lineage(id, holder)
+            .await?
+            .ok_or_else(|| FleetError::Conflict {
+                world: id.to_string(),
+                reason: "another node took the world over during its upgrade".into(),
+            })
+    }
+
+    /// Records the upgrade's recording as the world's segment `seq` (in the world's new
+    /// lineage), closed, with its bytes in the store when segments are shipped.
+    async fn store_upgraded(
+        &self,
+        id: &str,
+        seq: i64,
+        out: &std::path::Path,
+        r: &tools::RerecordReport,
+        holder: &Holder,
+    ) -> Result<(), FleetError> {
+        let lost = || FleetError::Conflict {
+            world: id.to_string(),
+            reason: "another node took the world over during its upgrade".into(),
+        };
+        let rel = out
+            .strip_prefix(&self.options.data_dir)
+            .unwrap_or(out)
+            .display()
+            .to_string();
+        if !self
+            .store
+            .open_segment(id, seq, &rel, r.first_tick - 1, None, holder)
+            .await?
+        {
+            return Err(lost());
+        }
+        if self.ships() {
+            let bytes =
+                std::fs::read(out).map_err(crate::error::io_err(format!("reading {}", out.display())))?;
+            for (k, chunk) in bytes.chunks(CHUNK_BYTES_MAX).enumerate() {
+                let offset = (k * CHUNK_BYTES_MAX) as u64;
+                match self.store.append_chunk(id, seq, holder, offset, chunk).await? {
+                    crate::store::Append::Stored => {}
+                    _ => return Err(lost()),
+                }
+            }
+        }
+        let end = SegmentEnd {
+            last_tick: i64::from(r.last_tick),
+            final_root: r.final_root.clone(),
+            ended: Ended::Stopped,
+        };
+        self.store.close_segment(id, seq, &end).await?;
+        self.store.mark_upgraded(id, seq).await?;
+        Ok(())
+    }
+}
