@@ -71,7 +71,8 @@ pub fn resume(path: &Path, config: &WorldConfig, shard_count: usize) -> Result<R
         path: path.to_path_buf(),
         source,
     };
-    let rec = Recording::open(path).map_err(err)?;
+    // A killed server may have left garbage, not only a cut, at the end of its file.
+    let rec = Recording::open_after_crash(path).map_err(err)?;
     if rec.meta.config != *config {
         return Err(ResumeError::ConfigDiffers {
             path: path.to_path_buf(),

@@ -44,7 +44,15 @@ pub struct TornTail {
     pub offset: u64,
     /// Bytes after `offset` that could not be used.
     pub bytes_lost: u64,
+    /// The bytes lost failed their checksums rather than ending early: a crash left
+    /// garbage at the end of the file (only `open_after_crash` accepts that).
+    pub damaged: bool,
 }
+
+/// The most bytes after a damaged record `open_after_crash` searches for an intact one
+/// (past it, the damage counts as corruption): a crash leaves at most the pages it was
+/// writing, far less than this.
+pub const CRASH_TAIL_BYTES_MAX: u64 = 16 << 20;
 
 /// One recorded tick.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,24 +82,66 @@ pub struct Recording {
     source: std::cell::RefCell<Box<dyn Source>>,
 }
 
+/// How `scan` takes damage at the end of the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tail {
+    /// Corruption, wherever it is.
+    Strict,
+    /// A torn tail when nothing intact follows it (`open_after_crash`).
+    AfterCrash,
+}
+
+/// Whether a record header with a valid checksum starts anywhere in `from..end` (false
+/// when the region is past `CRASH_TAIL_BYTES_MAX` to search: then it counts as intact,
+/// and the damage as corruption).
+fn intact_record_after(src: &mut dyn Source, from: u64, end: u64) -> bool {
+    if end.saturating_sub(from) > CRASH_TAIL_BYTES_MAX {
+        return true;
+    }
+    let mut buf = vec![0u8; end.saturating_sub(from) as usize];
+    if read_exact_at(src, from, &mut buf).is_err() {
+        return true;
+    }
+    buf.windows(RECORD_HEADER_BYTES).any(|w| {
+        let h: &[u8; RECORD_HEADER_BYTES] = w.try_into().unwrap_or(&[0; RECORD_HEADER_BYTES]);
+        RecordHeader::header_sum_matches(h) && RecordHeader::reserved_is_zero(h)
+    })
+}
+
 fn read_exact_at(src: &mut dyn Source, offset: u64, buf: &mut [u8]) -> io::Result<()> {
     src.seek(SeekFrom::Start(offset))?;
     src.read_exact(buf)
 }
 
 impl Recording {
-    /// Opens and validates a recording file.
+    /// Opens and validates a recording file: any byte that fails its checksum is
+    /// `Corrupted`; a file that ends early has a torn tail.
     pub fn open(path: &Path) -> Result<Recording, RecordingError> {
         let file = File::open(path).map_err(io_err(format!("opening {}", path.display())))?;
-        Recording::from_source(Box::new(BufReader::new(file)))
+        Recording::from_source(Box::new(BufReader::new(file)), Tail::Strict)
     }
 
-    /// Opens a recording held in memory.
+    /// Opens a recording held in memory (as `open`).
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Recording, RecordingError> {
-        Recording::from_source(Box::new(io::Cursor::new(bytes)))
+        Recording::from_source(Box::new(io::Cursor::new(bytes)), Tail::Strict)
     }
 
-    fn from_source(mut src: Box<dyn Source>) -> Result<Recording, RecordingError> {
+    /// Opens a recording whose writer may have crashed, as a resume does: as `open`, but
+    /// damage that runs to the end of the file (no intact record after it within
+    /// `CRASH_TAIL_BYTES_MAX`) is a torn tail marked `damaged`, not corruption, because a
+    /// crash can leave the pages it was writing full of garbage. Damage followed by an
+    /// intact record is still `Corrupted`.
+    pub fn open_after_crash(path: &Path) -> Result<Recording, RecordingError> {
+        let file = File::open(path).map_err(io_err(format!("opening {}", path.display())))?;
+        Recording::from_source(Box::new(BufReader::new(file)), Tail::AfterCrash)
+    }
+
+    /// `open_after_crash` of a recording held in memory.
+    pub fn from_bytes_after_crash(bytes: Vec<u8>) -> Result<Recording, RecordingError> {
+        Recording::from_source(Box::new(io::Cursor::new(bytes)), Tail::AfterCrash)
+    }
+
+    fn from_source(mut src: Box<dyn Source>, tail: Tail) -> Result<Recording, RecordingError> {
         let file_bytes = src
             .seek(SeekFrom::End(0))
             .map_err(io_err("reading the recording"))?;
@@ -173,12 +223,12 @@ impl Recording {
             source: std::cell::RefCell::new(src),
             meta,
         };
-        rec.scan((FILE_HEADER_BYTES + body_len as usize) as u64)?;
+        rec.scan((FILE_HEADER_BYTES + body_len as usize) as u64, tail)?;
         Ok(rec)
     }
 
     /// Walks the records, checking every checksum and the tick order.
-    fn scan(&mut self, mut offset: u64) -> Result<(), RecordingError> {
+    fn scan(&mut self, mut offset: u64, tail: Tail) -> Result<(), RecordingError> {
         let mut next_tick = self.meta.start_tick + 1;
         let mut src = self.source.borrow_mut();
         let mut payload = Vec::new();
@@ -190,6 +240,7 @@ impl Recording {
                     self.torn_tail = Some(TornTail {
                         offset,
                         bytes_lost: 0,
+                        damaged: false,
                     });
                 }
                 break;
@@ -205,6 +256,7 @@ impl Recording {
                 self.torn_tail = Some(TornTail {
                     offset,
                     bytes_lost: remaining,
+                    damaged: false,
                 });
                 break;
             }
@@ -213,7 +265,20 @@ impl Recording {
             let header = RecordHeader::decode(&h);
             let (first, count, len) = (header.first_tick, header.tick_count, header.payload_len);
             let claimed = Some((first, first.saturating_add(count.saturating_sub(1))));
+            // After a crash, damage from here to the end of the file is its torn tail.
+            let crash_tail = |src: &mut Box<dyn Source>| {
+                (tail == Tail::AfterCrash && !intact_record_after(src.as_mut(), offset + 1, self.file_bytes))
+                    .then_some(TornTail {
+                        offset,
+                        bytes_lost: remaining,
+                        damaged: true,
+                    })
+            };
             if !RecordHeader::header_sum_matches(&h) {
+                if let Some(t) = crash_tail(&mut src) {
+                    self.torn_tail = Some(t);
+                    break;
+                }
                 return Err(corrupted(
                     offset,
                     Some((next_tick, next_tick)),
@@ -227,6 +292,7 @@ impl Recording {
                 self.torn_tail = Some(TornTail {
                     offset,
                     bytes_lost: remaining,
+                    damaged: false,
                 });
                 break;
             }
@@ -234,6 +300,10 @@ impl Recording {
             read_exact_at(src.as_mut(), offset + RECORD_HEADER_BYTES as u64, &mut payload)
                 .map_err(io_err("reading a record"))?;
             if !header.payload_sum_matches(&payload) {
+                if let Some(t) = crash_tail(&mut src) {
+                    self.torn_tail = Some(t);
+                    break;
+                }
                 return Err(corrupted(offset, claimed, "record payload checksum mismatch"));
             }
             let kind = match header.kind {

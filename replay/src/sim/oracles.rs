@@ -3,7 +3,8 @@
 //! oracle then checks one way the promise could break:
 //!
 //! - `invariants`: after every tick, boids counted and inside the world, active players
-//!   within the slots and inside the world, no snapshot over its byte budget;
+//!   within the slots and inside the world, no snapshot over its byte budget, and scores
+//!   only from catches (no score falls, the tick's gains are the boids its casts caught);
 //! - `decoder`: every client's snapshots, decoded with the client's decoder
 //!   (`ClientDecoder`), give exactly the view the world computed for that client;
 //! - `shards`: the same inputs at the case's other shard count give every tick's state
@@ -12,9 +13,10 @@
 //!   and stepped with the same later inputs, equals the uninterrupted run at every tick;
 //! - `recording`: the run recorded, read back, holds the same inputs and roots and
 //!   replays to them;
-//! - `torn`: the recording cut at a random byte opens, recovers at least every block
-//!   written in full before the cut, its last tick's state equals the run's, and a world
-//!   resumed there with the same later inputs equals the run at every later tick;
+//! - `torn`: the recording cut at a random byte, and the same file with garbage from that
+//!   byte on (read as a resume reads it), opens, recovers at least every block written in
+//!   full before the cut, its last tick's state equals the run's, and a world resumed
+//!   there with the same later inputs equals the run at every later tick;
 //! - `extract`: a random range of the recording, cut out with `extract`, verifies on its
 //!   own: it starts from the run's state at its first tick and replays to the run's roots.
 
@@ -344,6 +346,14 @@ impl Broken {
                     a.snapshots().len(),
                     b.snapshots().len()
                 ));
+            } else {
+                // The driving run, rebuilt from its inputs, is this side's state: the run
+                // itself does not reproduce in this process.
+                self.detail = format!(
+                    "{}; the driving run rebuilt to this tick equals this side, so the run does not \
+                     reproduce from its inputs (an order that differs from one world to the next?)",
+                    self.detail
+                );
             }
         }
         match self.entity.take() {
@@ -398,6 +408,7 @@ fn drive(case: &Case, checks: bool) -> Result<Driven, (Oracle, Broken)> {
     };
     d.written.push((0, writer.bytes_written()));
     let mut decoders: std::collections::BTreeMap<u32, ClientDecoder> = std::collections::BTreeMap::new();
+    let mut scores = std::collections::BTreeMap::new();
     let mut inputs = TickInputs::default();
     for _ in 0..case.ticks {
         script.next_inputs(&world, world.output(), &mut inputs);
@@ -417,6 +428,7 @@ fn drive(case: &Case, checks: bool) -> Result<Driven, (Oracle, Broken)> {
         d.written.push((tick, writer.bytes_written()));
         if checks {
             check_invariants(&world).map_err(|e| (Oracle::Invariants, Broken::at(Some(tick), e)))?;
+            check_scores(&world, &mut scores).map_err(|e| (Oracle::Invariants, Broken::at(Some(tick), e)))?;
             check_decoded(&world, &mut decoders).map_err(|b| (Oracle::Decoder, b))?;
         }
         if tick == case.checkpoint_tick {
@@ -470,6 +482,38 @@ fn check_invariants(world: &World) -> Result<(), String> {
             s.bytes.len()
         ));
     }
+    Ok(())
+}
+
+/// Scores come only from catches: a player joins with none, no score goes down, and the
+/// tick's gains add up to the boids its casts caught (less when a caster left in the same
+/// tick, taking its score with it). `scores` holds each client's score after the last tick.
+fn check_scores(world: &World, scores: &mut std::collections::BTreeMap<u32, u32>) -> Result<(), String> {
+    let out = world.output();
+    let mut gained = 0u64;
+    let mut now = std::collections::BTreeMap::new();
+    for p in world.players().iter().filter(|p| p.active) {
+        let before = if out.joined.iter().any(|j| j.client == p.client) {
+            0
+        } else {
+            scores.get(&p.client).copied().unwrap_or(0)
+        };
+        if p.score < before {
+            return Err(format!(
+                "client {}'s score fell from {before} to {}",
+                p.client, p.score
+            ));
+        }
+        gained += u64::from(p.score - before);
+        now.insert(p.client, p.score);
+    }
+    let caught = u64::from(out.casts.caught);
+    if gained > caught || (gained < caught && out.left.is_empty()) {
+        return Err(format!(
+            "scores grew by {gained} this tick, but casts caught {caught} boids"
+        ));
+    }
+    *scores = now;
     Ok(())
 }
 
@@ -576,8 +620,11 @@ fn check_recording(case: &Case, d: &Driven) -> Result<(), Broken> {
     Ok(())
 }
 
-/// The recording cut at the case's byte: what was written in full before the cut is
-/// recovered, and the world resumed at the recovered tick goes on as the run did.
+/// The recording cut at the case's byte, and (as a crash can leave it) the same file with
+/// garbage from that byte to its end: each time what was written in full before the cut
+/// is recovered (the cut by `Recording::from_bytes`, the damage by
+/// `from_bytes_after_crash`, as a resume reads it), and the world resumed at the
+/// recovered tick goes on as the run did.
 fn check_torn(case: &Case, d: &Driven) -> Result<(), Broken> {
     let cut = (d.recording.len() as u64 * u64::from(case.tear_per_mille) / 1000) as usize;
     // The last tick whose block was written (the bytes grew with it) wholly before the cut.
@@ -587,22 +634,48 @@ fn check_torn(case: &Case, d: &Driven) -> Result<(), Broken> {
         .rev()
         .find(|w| w[1].1 > w[0].1 && w[1].1 as usize <= cut)
         .map(|w| w[1].0);
-    let rec = match Recording::from_bytes(d.recording[..cut].to_vec()) {
+    let torn = Recording::from_bytes(d.recording[..cut].to_vec());
+    recovers(
+        case,
+        d,
+        torn,
+        complete,
+        &format!("cut at byte {cut} of {}", d.recording.len()),
+    )?;
+    let mut r = Rng::new(case.seed ^ 0xda3a6e);
+    let mut damaged = d.recording.clone();
+    for b in &mut damaged[cut..] {
+        *b = r.next() as u8;
+    }
+    let damaged = Recording::from_bytes_after_crash(damaged);
+    recovers(
+        case,
+        d,
+        damaged,
+        complete,
+        &format!("garbage from byte {cut} of {}", d.recording.len()),
+    )
+}
+
+/// What `check_torn` asks of one damaged recording.
+fn recovers(
+    case: &Case,
+    d: &Driven,
+    opened: Result<Recording, crate::RecordingError>,
+    complete: Option<u32>,
+    how: &str,
+) -> Result<(), Broken> {
+    let rec = match opened {
         Ok(rec) => rec,
         // Before its first block is complete a recording has nothing to recover.
         Err(_) if complete.is_none() => return Ok(()),
-        Err(e) => {
-            return Err(Broken::at(
-                complete,
-                format!("cut at byte {cut} of {}: {e}", d.recording.len()),
-            ))
-        }
+        Err(e) => return Err(Broken::at(complete, format!("{how}: {e}"))),
     };
     let last = rec.last_tick();
     if complete.is_some_and(|t| last < t) {
         return Err(Broken::at(
             Some(last),
-            format!("cut at byte {cut}: recovered to tick {last}, but tick {complete:?} was complete"),
+            format!("{how}: recovered to tick {last}, but tick {complete:?} was complete"),
         ));
     }
     if last == 0 {
@@ -610,13 +683,15 @@ fn check_torn(case: &Case, d: &Driven) -> Result<(), Broken> {
     }
     let mut world = rec
         .world_at(last, case.checkpoint_shards)
-        .map_err(|e| Broken::at(Some(last), format!("resuming at the recovered tick: {e}")))?;
+        .map_err(|e| Broken::at(Some(last), format!("{how}: resuming at the recovered tick: {e}")))?;
     if world.state_root() != d.state_roots[last as usize - 1] {
-        return Err(Broken::at(Some(last), "the recovered state is not the run's")
-            .explained(&replayed(d, last), &world));
+        return Err(
+            Broken::at(Some(last), format!("{how}: the recovered state is not the run's"))
+                .explained(&replayed(d, last), &world),
+        );
     }
     step_and_compare(&mut world, d, last).map_err(|mut b| {
-        b.detail = format!("resumed: {}", b.detail);
+        b.detail = format!("{how}, resumed: {}", b.detail);
         b
     })
 }

@@ -242,7 +242,8 @@ pub fn rerecord(
 
 /// `rerecord` of a chain of recordings that continue one another (a world's segments,
 /// each starting at the tick after the one before ended): one recording of all their
-/// inputs, from the first one's start, under this build's rules.
+/// inputs, from the first one's start, under this build's rules. Each is read as a
+/// resume reads it (`Recording::open_after_crash`).
 pub fn rerecord_chain(
     paths: &[&Path],
     out: &Path,
@@ -263,7 +264,12 @@ pub fn rerecord_chain(
             p.display()
         )));
     }
-    let recs = paths.iter().map(|p| open(p)).collect::<Result<Vec<_>, _>>()?;
+    // Read as a resume reads them: a segment that ends in a crash's garbage continued
+    // from its last intact tick.
+    let recs = paths
+        .iter()
+        .map(|p| Recording::open_after_crash(p).map_err(rec_err(p)))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut world = recs[0].start_world_any_rules(shards).map_err(rec_err(first))?;
     let tmp = out.with_extension("mrec.partial");
     let file = std::fs::File::create(&tmp).map_err(io_err(format!("creating {}", tmp.display())))?;

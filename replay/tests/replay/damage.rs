@@ -539,3 +539,73 @@ fn tools_replay_the_readable_part_of_a_torn_recording() {
     assert!(matches!(tools::rewrite_roots(&path), Err(ToolError::Invalid(_))));
     assert_eq!(std::fs::read(&path).unwrap(), full[..cut], "left as it was");
 }
+
+/// A crash can leave garbage (or zeros) where the writer was, not only a cut. From every
+/// record boundary and from inside every record, garbage to the end of the file: `open`
+/// calls it corruption at the damaged record; `open_after_crash` recovers every record
+/// before it, as a torn tail marked `damaged`. Damage with an intact record after it stays
+/// corruption for both.
+#[test]
+fn garbage_to_the_end_is_a_damaged_tail_after_a_crash_and_corruption_otherwise() {
+    let full = small_recording();
+    let frames = raw_frames(full);
+    let mut garbage_seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        garbage_seed ^= garbage_seed << 13;
+        garbage_seed ^= garbage_seed >> 7;
+        garbage_seed ^= garbage_seed << 17;
+        garbage_seed as u8
+    };
+    for (i, f) in frames.iter().enumerate() {
+        for (from, fill) in [
+            (f.offset, "garbage"),
+            (f.offset + 10, "garbage"),
+            (f.offset + 40, "zeros"),
+        ] {
+            if from >= full.len() {
+                continue;
+            }
+            let mut bytes = full.to_vec();
+            for b in &mut bytes[from..] {
+                *b = if fill == "zeros" { 0 } else { next() };
+            }
+            let strict = Recording::from_bytes(bytes.clone());
+            assert!(
+                matches!(&strict, Err(RecordingError::Corrupted { offset, .. }) if *offset == f.offset as u64),
+                "{fill} from {from} (record {i} at {}): {strict:?}",
+                f.offset
+            );
+            let rec = Recording::from_bytes_after_crash(bytes)
+                .unwrap_or_else(|e| panic!("{fill} from {from} after a crash: {e}"));
+            let torn = rec.torn_tail.clone().expect("a torn tail");
+            assert_eq!(
+                (torn.offset, torn.damaged),
+                (f.offset as u64, true),
+                "{fill} from {from}"
+            );
+            assert_eq!(rec.records.len(), i, "every record before the damage");
+            let ticks: u32 = frames[..i]
+                .iter()
+                .filter(|f| f.kind == 1)
+                .map(|f| f.tick_count)
+                .sum();
+            assert_eq!(rec.ticks_recovered(), ticks);
+        }
+    }
+    // A flipped byte in the middle, with intact records after it: corruption either way.
+    let middle = &frames[frames.len() / 2];
+    let mut bytes = full.to_vec();
+    bytes[middle.offset + 40] ^= 0x10;
+    for r in [
+        Recording::from_bytes(bytes.clone()),
+        Recording::from_bytes_after_crash(bytes),
+    ] {
+        assert!(
+            matches!(&r, Err(RecordingError::Corrupted { offset, .. }) if *offset == middle.offset as u64),
+            "{r:?}"
+        );
+    }
+    // A plain cut is no damage.
+    let cut = Recording::from_bytes_after_crash(full[..middle.offset + 40].to_vec()).unwrap();
+    assert_eq!(cut.torn_tail.map(|t| t.damaged), Some(false));
+}
