@@ -484,10 +484,15 @@ async fn move_world(
     })?;
     let row = fleet.world_row(&id).await?;
     refuse_if_elsewhere(&fleet, &id, row.owner_node, "move").await?;
-    // In a task of its own: a client that hangs up must not cut a move in half.
-    let report = tokio::spawn(async move { fleet.move_world(&id, req.to.as_deref()).await })
-        .await
-        .map_err(task_failed)??;
+    in_own_task(async move { fleet.move_world(&id, req.to.as_deref()).await }).await
+}
+
+/// Runs an operation in a task of its own (a client that hangs up must not cut a move or
+/// an upgrade in half) and answers its report as JSON.
+async fn in_own_task<T: serde::Serialize + Send + 'static>(
+    operation: impl std::future::Future<Output = Result<T, FleetError>> + Send + 'static,
+) -> Result<Json<serde_json::Value>, FleetError> {
+    let report = tokio::spawn(operation).await.map_err(task_failed)??;
     Ok(Json(serde_json::to_value(report).unwrap_or_default()))
 }
 
@@ -509,11 +514,7 @@ async fn upgrade(
     })?;
     let row = fleet.world_row(&id).await?;
     refuse_if_elsewhere(&fleet, &id, row.owner_node, "upgrade").await?;
-    // In a task of its own: a client that hangs up must not cut an upgrade in half.
-    let report = tokio::spawn(async move { fleet.upgrade_world(&id, req.mode).await })
-        .await
-        .map_err(task_failed)??;
-    Ok(Json(serde_json::to_value(report).unwrap_or_default()))
+    in_own_task(async move { fleet.upgrade_world(&id, req.mode).await }).await
 }
 
 fn task_failed(e: tokio::task::JoinError) -> FleetError {
