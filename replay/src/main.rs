@@ -25,6 +25,7 @@ macro_rules! out {
     }};
 }
 
+mod inspect_cli;
 mod rules_cli;
 mod sim_cli;
 
@@ -77,12 +78,16 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
     },
-    /// Show the state at a tick, or one entity.
+    /// Summarise a recording (a replay of it: ticks, duration, checkpoints, clients over
+    /// time, rules), or show the state at a tick, or one entity field by field.
     Inspect {
         rec: PathBuf,
+        /// The tick to show (without it: a summary of the whole recording).
         #[arg(long)]
-        tick: u32,
-        #[arg(long)]
+        tick: Option<u32>,
+        /// One entity at that tick, field by field: a boid id, or an avatar's id
+        /// (boid count + slot).
+        #[arg(long, requires = "tick")]
         entity: Option<u32>,
     },
     /// Find the first tick where two recordings differ, then the chunk, entity and field.
@@ -444,43 +449,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ok(all_ok))
         }
-        Command::Inspect { rec, tick, entity } => {
-            let r = tools::inspect(&rec, tick, entity)?;
-            if json {
-                print_json(&r);
-            } else {
-                out!("tick {} root {}", r.tick, r.state_root);
-                out!("{} boids, {} players", r.boids, r.players.len());
-                match &r.entity {
-                    Some(e) => out!("{e:?}"),
-                    None => {
-                        for p in &r.players {
-                            if p.spectator {
-                                out!(
-                                    "  slot {} client {} {:?} spectating, camera at ({}, {}) mm",
-                                    p.slot,
-                                    p.client,
-                                    p.name,
-                                    p.x_mm,
-                                    p.y_mm
-                                );
-                                continue;
-                            }
-                            out!(
-                                "  slot {} client {} {:?} at ({}, {}) mm, score {}",
-                                p.slot,
-                                p.client,
-                                p.name,
-                                p.x_mm,
-                                p.y_mm,
-                                p.score
-                            );
-                        }
-                    }
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Inspect { rec, tick, entity } => inspect_cli::inspect(json, &rec, tick, entity),
         Command::Diff { a, b } => {
             let r = tools::diff(&a, &b)?;
             if json {

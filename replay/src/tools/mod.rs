@@ -15,6 +15,7 @@ mod check;
 mod inspect;
 mod make;
 mod rules;
+mod summary;
 mod verify;
 
 pub use chain::*;
@@ -22,6 +23,7 @@ pub use check::*;
 pub use inspect::*;
 pub use make::*;
 pub use rules::*;
+pub use summary::*;
 pub use verify::*;
 
 use crate::divergence::{self, ChunkDiff, RootKind, Side};

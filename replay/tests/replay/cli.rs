@@ -498,3 +498,77 @@ fn trace_rules_diff_and_rerecord_across_two_builds() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("none.mtrc"));
 }
+
+/// `inspect REC` alone summarises the recording (from a replay); `--entity` prints one
+/// field per line; `--entity` without `--tick` is a usage error.
+#[test]
+fn inspect_summarises_a_recording_and_prints_an_entity_field_by_field() {
+    let dir = TempDir::new("cli-inspect");
+    let rec = dir.path().join("a.mrec");
+    let out = cli(&[
+        "synth",
+        "-o",
+        path(&rec),
+        "--ticks",
+        "90",
+        "--clients",
+        "3",
+        "--boids",
+        "120",
+        "--checkpoint-interval",
+        "30",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cli(&["inspect", "--json", path(&rec)]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = json(&out);
+    assert_eq!(
+        (
+            s["first_tick"].as_u64(),
+            s["last_tick"].as_u64(),
+            s["ticks"].as_u64()
+        ),
+        (Some(1), Some(90), Some(90))
+    );
+    assert_eq!(s["checkpoints"], serde_json::json!([30, 60, 90]), "{s}");
+    assert_eq!(
+        (s["boids"].as_u64(), s["ended_cleanly"].as_bool()),
+        (Some(120), Some(true))
+    );
+    assert_eq!(s["rules_are_this_builds"], true);
+    assert_eq!(s["roots_match"], true);
+    // Three scripted players join: the replay counts them.
+    assert_eq!(s["joins"].as_u64(), Some(3), "{s}");
+    assert_eq!(s["clients_max"][0].as_u64(), Some(3), "{s}");
+    let samples = s["clients_over_time"].as_array().unwrap();
+    assert_eq!(samples.first().unwrap()[0], 0);
+    assert_eq!(samples.last().unwrap()[0], 90);
+    let text = String::from_utf8_lossy(&cli(&["inspect", path(&rec)]).stdout).to_string();
+    assert!(
+        text.contains("ticks 1..=90 (90 ticks, ") && text.contains("checkpoints at ticks 30, 60, 90"),
+        "{text}"
+    );
+
+    let out = cli(&["inspect", path(&rec), "--tick", "45", "--entity", "7"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<&str> = text.lines().skip(2).collect();
+    assert_eq!(lines[..2], ["kind boid", "id 7"], "{text}");
+    assert!(
+        lines[2].starts_with("x_mm ") && lines[2][5..].parse::<i32>().is_ok(),
+        "{text}"
+    );
+    assert_eq!(
+        cli(&["inspect", path(&rec), "--entity", "7"]).status.code(),
+        Some(2)
+    );
+}

@@ -1,0 +1,175 @@
+//! The `inspect` command of the `migratory-replay` binary (not part of the library): a
+//! recording's summary, the state at one tick, or one entity field by field.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use migratory_replay::tools::{self, EntityReport, InspectReport, SummaryReport};
+
+use crate::{print_json, progress};
+
+pub(crate) fn inspect(
+    json: bool,
+    rec: &Path,
+    tick: Option<u32>,
+    entity: Option<u32>,
+) -> anyhow::Result<ExitCode> {
+    let Some(tick) = tick else {
+        let r = tools::summary(rec, &mut progress())?;
+        if json {
+            print_json(&r);
+        } else {
+            summary_text(&r);
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    let r = tools::inspect(rec, tick, entity)?;
+    if json {
+        print_json(&r);
+    } else {
+        tick_text(&r);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn summary_text(r: &SummaryReport) {
+    out!("{}: {} bytes, format {}", r.file, r.bytes, r.format_version);
+    out!(
+        "rules {}{}, written by migratory {}{}",
+        r.rules_version,
+        if r.rules_are_this_builds {
+            " (this build's)"
+        } else {
+            " (not this build's: replays will differ; see rules-diff and rerecord)"
+        },
+        r.crate_version,
+        r.git_commit
+            .as_deref()
+            .map_or(String::new(), |c| format!(" ({c})"))
+    );
+    out!(
+        "world: config {}, {} boids, {} client slots, {} Hz",
+        r.config_hash,
+        r.boids,
+        r.client_slots,
+        r.tick_rate_hz
+    );
+    out!(
+        "ticks {}..={} ({} ticks, {:.1} s) from {}",
+        r.first_tick,
+        r.last_tick,
+        r.ticks,
+        r.duration_s,
+        if r.start_tick == 0 {
+            "the world as its config builds it".to_string()
+        } else {
+            format!("a checkpoint of tick {}", r.start_tick)
+        }
+    );
+    match &r.torn_tail {
+        None => out!("ended cleanly (end record and final checkpoint)"),
+        Some(t) => out!(
+            "no end record: {} bytes lost at byte {}{}",
+            t.bytes_lost,
+            t.offset,
+            if t.damaged { " (damaged)" } else { "" }
+        ),
+    }
+    let ticks: Vec<String> = r.checkpoints.iter().map(u32::to_string).collect();
+    out!("{} blocks; checkpoints at ticks {}", r.blocks, ticks.join(", "));
+    out!(
+        "clients: {} joins, {} leaves, at most {} at once (tick {})",
+        r.joins,
+        r.leaves,
+        r.clients_max.0,
+        r.clients_max.1
+    );
+    let points: Vec<String> = r
+        .clients_over_time
+        .iter()
+        .map(|(t, n)| format!("{t}:{n}"))
+        .collect();
+    out!("clients by tick: {}", points.join(" "));
+    if !r.roots_match {
+        out!("note: this build's replay does not reproduce every recorded root (run verify)");
+    }
+}
+
+fn tick_text(r: &InspectReport) {
+    out!("tick {} root {}", r.tick, r.state_root);
+    out!("{} boids, {} players", r.boids, r.players.len());
+    match &r.entity {
+        Some(e) => entity_text(e),
+        None => {
+            for p in &r.players {
+                if p.spectator {
+                    out!(
+                        "  slot {} client {} {:?} spectating, camera at ({}, {}) mm",
+                        p.slot,
+                        p.client,
+                        p.name,
+                        p.x_mm,
+                        p.y_mm
+                    );
+                    continue;
+                }
+                out!(
+                    "  slot {} client {} {:?} at ({}, {}) mm, score {}",
+                    p.slot,
+                    p.client,
+                    p.name,
+                    p.x_mm,
+                    p.y_mm,
+                    p.score
+                );
+            }
+        }
+    }
+}
+
+/// One field per line, `name value`.
+fn entity_text(e: &EntityReport) {
+    match e {
+        EntityReport::Boid {
+            id,
+            x_mm,
+            y_mm,
+            vx,
+            vy,
+        } => {
+            out!("kind boid");
+            out!("id {id}");
+            out!("x_mm {x_mm}");
+            out!("y_mm {y_mm}");
+            out!("vx {vx}");
+            out!("vy {vy}");
+        }
+        EntityReport::Avatar {
+            id,
+            slot,
+            client,
+            name,
+            x_mm,
+            y_mm,
+            vx,
+            vy,
+            score,
+            acked_tick,
+        } => {
+            out!("kind avatar");
+            out!("id {id}");
+            out!("slot {slot}");
+            out!("client {client}");
+            out!("name {name:?}");
+            out!("x_mm {x_mm}");
+            out!("y_mm {y_mm}");
+            out!("vx {vx}");
+            out!("vy {vy}");
+            out!("score {score}");
+            out!(
+                "acked_tick {}",
+                acked_tick.map_or("none".to_string(), |t| t.to_string())
+            );
+        }
+    }
+}
