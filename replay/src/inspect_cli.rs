@@ -1,10 +1,12 @@
-//! The `inspect` command of the `migratory-replay` binary (not part of the library): a
-//! recording's summary, the state at one tick, or one entity field by field.
+//! The `inspect` and `probe` commands of the `migratory-replay` binary (not part of the
+//! library): a recording's summary, the state at one tick, one entity field by field, and
+//! one field over time.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use migratory_replay::tools::{self, EntityReport, InspectReport, SummaryReport};
+use clap::Args;
+use migratory_replay::tools::{self, Condition, EntityReport, InspectReport, Probed, SummaryReport};
 
 use crate::{print_json, progress};
 
@@ -172,4 +174,67 @@ fn entity_text(e: &EntityReport) {
             );
         }
     }
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ProbeArgs {
+    rec: PathBuf,
+    /// A boid id, or an avatar's (boid count + slot).
+    #[arg(long, conflicts_with = "client", required_unless_present = "client")]
+    entity: Option<u32>,
+    /// A client id, wherever its slot is.
+    #[arg(long)]
+    client: Option<u32>,
+    /// x_mm, y_mm, vx, vy (boids and avatars); score, last_seq, acked_tick, ack_lag,
+    /// cast_ready_tick, throttle, dir_x, dir_y (avatars and clients).
+    #[arg(long)]
+    field: String,
+    #[arg(long)]
+    from: Option<u32>,
+    #[arg(long)]
+    to: Option<u32>,
+    /// Print the first tick where the field `changes`, or compares with a number: '>N',
+    /// '>=N', '<N', '<=N', '==N', '!=N'. Exit 1 when it never does.
+    #[arg(long, value_name = "CONDITION")]
+    first: Option<Condition>,
+    /// `tick,value` rows with a header (ticks where it is absent are left out).
+    #[arg(long)]
+    csv: bool,
+}
+
+/// Exit 0, or 1 when `--first`'s condition never held.
+pub(crate) fn probe(json: bool, a: &ProbeArgs) -> anyhow::Result<ExitCode> {
+    let probed = match (a.entity, a.client) {
+        (Some(e), _) => Probed::Entity(e),
+        (None, Some(c)) => Probed::Client(c),
+        (None, None) => anyhow::bail!("give --entity ID or --client ID"),
+    };
+    let r = tools::probe(&a.rec, probed, &a.field, (a.from, a.to), a.first, &mut progress())?;
+    if json {
+        print_json(&r);
+    } else if a.csv {
+        out!("tick,{}", r.field);
+        for (t, v) in &r.series {
+            if let Some(v) = v {
+                out!("{t},{v}");
+            }
+        }
+    } else if a.first.is_none() {
+        for (t, v) in &r.series {
+            out!("{t} {}", v.map_or("-".to_string(), |v| v.to_string()));
+        }
+    }
+    if !json && !a.csv {
+        if let Some(c) = &a.first {
+            match r.first {
+                Some(t) => out!("{} {c} first at tick {t}", r.field),
+                None => out!("{} {c} at no tick of {}..={}", r.field, r.from, r.to),
+            }
+        }
+    }
+    Ok(if a.first.is_some() && r.first.is_none() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -90,6 +90,9 @@ enum Command {
         #[arg(long, requires = "tick")]
         entity: Option<u32>,
     },
+    /// One field of an entity or a client over a range of ticks (`tick value` lines, CSV or
+    /// JSON), and the first tick where a condition holds (`--first changes`, `--first '>30'`).
+    Probe(inspect_cli::ProbeArgs),
     /// Find the first tick where two recordings differ, then the chunk, entity and field.
     Diff { a: PathBuf, b: PathBuf },
     /// Cut a self-contained recording of ticks FROM..=TO out of a longer one.
@@ -450,6 +453,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ok(all_ok))
         }
         Command::Inspect { rec, tick, entity } => inspect_cli::inspect(json, &rec, tick, entity),
+        Command::Probe(args) => inspect_cli::probe(json, &args),
         Command::Diff { a, b } => {
             let r = tools::diff(&a, &b)?;
             if json {

@@ -572,3 +572,116 @@ fn inspect_summarises_a_recording_and_prints_an_entity_field_by_field() {
         Some(2)
     );
 }
+
+/// `probe`: a field over a range as lines, CSV or JSON, checked against `inspect` at the
+/// same ticks; `--first` finds the first tick a condition holds (exit 1 when none does).
+#[test]
+fn probe_follows_a_field_and_finds_when_a_condition_first_holds() {
+    let dir = TempDir::new("cli-probe");
+    let rec = dir.path().join("a.mrec");
+    let out = cli(&[
+        "synth",
+        "-o",
+        path(&rec),
+        "--ticks",
+        "80",
+        "--clients",
+        "2",
+        "--boids",
+        "100",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = cli(&[
+        "probe",
+        "--json",
+        path(&rec),
+        "--entity",
+        "9",
+        "--field",
+        "x_mm",
+        "--from",
+        "20",
+        "--to",
+        "40",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j = json(&out);
+    let series = j["series"].as_array().unwrap();
+    assert_eq!(series.len(), 21);
+    for tick in [20u64, 33, 40] {
+        let at = cli(&[
+            "inspect",
+            "--json",
+            path(&rec),
+            "--tick",
+            &tick.to_string(),
+            "--entity",
+            "9",
+        ]);
+        let x = json(&at)["entity"]["x_mm"].clone();
+        assert_eq!(
+            series[(tick - 20) as usize],
+            serde_json::json!([tick, x]),
+            "tick {tick}"
+        );
+    }
+    let csv = String::from_utf8_lossy(
+        &cli(&["probe", path(&rec), "--entity", "9", "--field", "vx", "--csv"]).stdout,
+    )
+    .to_string();
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        (rows[0], rows.len()),
+        ("tick,vx", 82),
+        "ticks 0..=80 and a header"
+    );
+    // The first tick its velocity changes: the row before it holds another value.
+    let out = cli(&[
+        "probe",
+        "--json",
+        path(&rec),
+        "--entity",
+        "9",
+        "--field",
+        "vx",
+        "--first",
+        "changes",
+    ]);
+    let t = json(&out)["first"]
+        .as_u64()
+        .expect("a boid turns within 80 ticks") as usize;
+    let value = |k: usize| rows[k + 1].split(',').nth(1).unwrap().to_string();
+    assert_ne!(value(t), value(t - 1));
+    assert!((1..t - 1).all(|k| value(k) == value(0)), "no earlier change");
+    // Never: exit 1. A field boids lack, an unknown field, a bad condition: exit 2.
+    assert_eq!(
+        cli(&[
+            "probe",
+            path(&rec),
+            "--entity",
+            "9",
+            "--field",
+            "vx",
+            "--first",
+            ">1000"
+        ])
+        .status
+        .code(),
+        Some(1)
+    );
+    for bad in [
+        &["--entity", "9", "--field", "score"][..],
+        &["--entity", "9", "--field", "nope"],
+        &["--entity", "9", "--field", "vx", "--first", "soon"],
+        &["--entity", "100000", "--field", "vx"],
+    ] {
+        let mut args = vec!["probe", path(&rec)];
+        args.extend_from_slice(bad);
+        assert_eq!(cli(&args).status.code(), Some(2), "{bad:?}");
+    }
+}
