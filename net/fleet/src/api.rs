@@ -354,6 +354,7 @@ async fn show(
         "config": config,
         "config_hash": w.config_hash,
         "created_unix_ms": w.created_unix_ms,
+        "lineage": w.lineage,
         "server": Live::of(&fleet, &w, &live_nodes(&fleet).await?).to_json(&fleet.node.id),
         "segments": segments,
     })))

@@ -17,7 +17,7 @@ use migratory_replay::tools;
 
 use crate::error::FleetError;
 use crate::fleet::{Fleet, WorldFiles};
-use crate::store::{Ended, Holder, SegmentEnd, CHUNK_BYTES_MAX};
+use crate::store::{Ended, Holder, SegmentEnd, SegmentRow, CHUNK_BYTES_MAX};
 
 /// How an upgrade carries the world.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -106,13 +106,8 @@ impl Fleet {
                     .await?;
             }
         }
-        let history: Vec<_> = self
-            .store
-            .segments(id)
-            .await?
-            .into_iter()
-            .filter(|s| s.lineage == previous_lineage && s.last_tick.is_some())
-            .collect();
+        let history = resume_chain(&self.store.segments(id).await?, previous_lineage)
+            .map_err(|reason| conflict(format!("its segments do not make one history: {reason}")))?;
         let mut report = UpgradeReport {
             world: id.to_string(),
             mode,
@@ -128,7 +123,11 @@ impl Fleet {
         };
         if mode == UpgradeMode::Fork {
             report.segments_replayed.clear();
-            report.lineage = self.begin_lineage(id, holder).await?;
+            let lineage = self.store.unused_lineage(id).await?;
+            if !self.store.set_lineage(id, holder, lineage).await? {
+                return Err(taken_over(id));
+            }
+            report.lineage = lineage;
             return Ok(report);
         }
         if history.is_empty() {
@@ -167,43 +166,33 @@ impl Fleet {
         report.rules_version = r.rules_version;
         report.first_changed_root_tick = r.first_changed_root_tick;
         report.last_tick = Some(r.last_tick);
-        report.lineage = self.begin_lineage(id, holder).await?;
-        if let Err(e) = self.store_upgraded(id, seq, &out, &r, holder).await {
-            // Back to the old lineage: a new lineage without its segment would start the
-            // world afresh at its next join.
-            if let Err(back) = self.store.set_lineage(id, holder, previous_lineage).await {
-                tracing::error!(world = %id, error = %back, "restoring the lineage after a failed upgrade failed");
+        let lineage = self.store.unused_lineage(id).await?;
+        if let Err(e) = self.store_upgraded(id, (seq, lineage), &out, &r, holder).await {
+            // The world stays in its lineage; the uncommitted segment goes (best effort:
+            // left behind, it sits in a lineage never made current, and never reused).
+            if let Err(d) = self.store.discard_segment(id, seq).await {
+                tracing::warn!(world = %id, seq, error = %d, "discarding an uncommitted upgrade segment failed");
             }
             return Err(e);
         }
+        report.lineage = lineage;
         report.segment = Some(seq);
         Ok(report)
     }
 
-    async fn begin_lineage(&self, id: &str, holder: &Holder) -> Result<i64, FleetError> {
-        self.store
-            .begin_lineage(id, holder)
-            .await?
-            .ok_or_else(|| FleetError::Conflict {
-                world: id.to_string(),
-                reason: "another node took the world over during its upgrade".into(),
-            })
-    }
-
-    /// Records the upgrade's recording as the world's segment `seq` (in the world's new
-    /// lineage), closed, with its bytes in the store when segments are shipped.
+    /// Records the upgrade's recording as the world's segment `seq` in `lineage` (its
+    /// bytes in the store when segments are shipped), then, in one transaction, closes it
+    /// and makes `lineage` the world's: a crash or a takeover before that leaves the world
+    /// as it was.
     async fn store_upgraded(
         &self,
         id: &str,
-        seq: i64,
+        (seq, lineage): (i64, i64),
         out: &std::path::Path,
         r: &tools::RerecordReport,
         holder: &Holder,
     ) -> Result<(), FleetError> {
-        let lost = || FleetError::Conflict {
-            world: id.to_string(),
-            reason: "another node took the world over during its upgrade".into(),
-        };
+        let lost = || taken_over(id);
         let rel = out
             .strip_prefix(&self.options.data_dir)
             .unwrap_or(out)
@@ -211,14 +200,15 @@ impl Fleet {
             .to_string();
         if !self
             .store
-            .open_segment(id, seq, &rel, r.first_tick - 1, None, holder)
+            .open_upgrade_segment(id, seq, &rel, r.first_tick - 1, lineage, holder)
             .await?
         {
             return Err(lost());
         }
         if self.ships() {
-            let bytes =
-                std::fs::read(out).map_err(crate::error::io_err(format!("reading {}", out.display())))?;
+            let bytes = tokio::fs::read(out)
+                .await
+                .map_err(crate::error::io_err(format!("reading {}", out.display())))?;
             for (k, chunk) in bytes.chunks(CHUNK_BYTES_MAX).enumerate() {
                 let offset = (k * CHUNK_BYTES_MAX) as u64;
                 match self.store.append_chunk(id, seq, holder, offset, chunk).await? {
@@ -232,8 +222,97 @@ impl Fleet {
             final_root: r.final_root.clone(),
             ended: Ended::Stopped,
         };
-        self.store.close_segment(id, seq, &end).await?;
-        self.store.mark_upgraded(id, seq).await?;
+        if !self.store.commit_upgrade(id, seq, &end, holder).await? {
+            return Err(lost());
+        }
         Ok(())
+    }
+}
+
+fn taken_over(id: &str) -> FleetError {
+    FleetError::Conflict {
+        world: id.to_string(),
+        reason: "another node took the world over during its upgrade".into(),
+    }
+}
+
+/// The segments of `lineage` a resume of it stands on, oldest first: from the one a start
+/// would resume from (the newest with a durable root, as `start_server` picks it) back
+/// through each one's `resumed_from_seq`. Segments off that chain (a server that died
+/// before anything of it was kept) are left out.
+fn resume_chain(segments: &[SegmentRow], lineage: i64) -> Result<Vec<SegmentRow>, String> {
+    let durable = |s: &&SegmentRow| {
+        s.lineage == lineage
+            && s.last_tick.is_some()
+            && s.final_root.as_deref().is_some_and(|r| !r.is_empty())
+    };
+    let mut chain = Vec::new();
+    let mut next = segments.iter().rev().find(durable);
+    while let Some(s) = next {
+        if chain.len() > segments.len() {
+            return Err(format!("segment {} resumes in a loop", s.seq));
+        }
+        chain.push(s.clone());
+        next = match s.resumed_from_seq {
+            None => None,
+            Some(from) => Some(
+                segments
+                    .iter()
+                    .filter(durable)
+                    .find(|p| p.seq == from)
+                    .ok_or_else(|| {
+                        format!("segment {} resumed from {from}, which has no durable tick", s.seq)
+                    })?,
+            ),
+        };
+    }
+    chain.reverse();
+    Ok(chain)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resume_chain;
+    use crate::store::{Ended, SegmentRow};
+
+    fn seg(seq: i64, from: Option<i64>, root: &str, lineage: i64) -> SegmentRow {
+        SegmentRow {
+            seq,
+            recording_path: format!("s{seq}.mrec"),
+            first_tick: 0,
+            last_tick: Some(10),
+            final_root: Some(root.into()),
+            ended: Ended::Stopped,
+            resumed_from_seq: from,
+            started_unix_ms: 0,
+            ended_unix_ms: None,
+            epoch: 1,
+            lineage,
+            origin: None,
+        }
+    }
+
+    #[test]
+    fn the_chain_follows_resumes_and_skips_what_no_resume_stood_on() {
+        // 3 died before anything was kept (no root): 4 resumed from 2, as a start would.
+        let segs = [
+            seg(1, None, "a", 0),
+            seg(2, Some(1), "b", 0),
+            seg(3, Some(2), "", 0),
+            seg(4, Some(2), "d", 0),
+            seg(5, None, "e", 1),
+        ];
+        let seqs = |l| {
+            resume_chain(&segs, l)
+                .unwrap()
+                .iter()
+                .map(|s| s.seq)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(seqs(0), [1, 2, 4]);
+        assert_eq!(seqs(1), [5]);
+        assert!(seqs(2).is_empty());
+        let broken = [seg(1, None, "", 0), seg(2, Some(1), "b", 0)];
+        assert!(resume_chain(&broken, 0).unwrap_err().contains("resumed from 1"));
     }
 }

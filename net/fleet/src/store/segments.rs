@@ -179,36 +179,119 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Starts a new lineage of the world for its holder (an upgrade or a fork): the world
-    /// resumes from the new lineage's segments only, and the older ones are kept. Returns
-    /// the new lineage, or None (nothing changed) when the world is no longer `holder`'s.
-    pub async fn begin_lineage(&self, world_id: &str, holder: &Holder) -> Result<Option<i64>, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(q("begin"))?;
-        let done = sqlx::query(
-            "UPDATE worlds SET lineage = lineage + 1 WHERE id = $1 AND owner_node = $2 AND epoch = $3 \
-             AND created_unix_ms = $4",
+    /// A lineage number no row of the world has used: one past the world's current one and
+    /// every segment's (a failed upgrade may have left a segment in a lineage never made
+    /// current, which must not be taken up later).
+    pub async fn unused_lineage(&self, world_id: &str) -> Result<i64, StoreError> {
+        sqlx::query(
+            "SELECT MAX(l) + 1 FROM (SELECT lineage AS l FROM worlds WHERE id = $1 \
+             UNION ALL SELECT lineage AS l FROM segments WHERE world_id = $1) AS lineages",
         )
         .bind(world_id)
+        .fetch_one(&self.pool)
+        .await
+        .and_then(|r| r.try_get::<Option<i64>, _>(0))
+        .map(|l| l.unwrap_or(1))
+        .map_err(q("unused lineage"))
+    }
+
+    /// Opens segment `seq` of an upgrade for its holder, in `lineage` (not the world's
+    /// current one yet: `commit_upgrade` makes it so); false when the world is no longer
+    /// `holder`'s.
+    pub async fn open_upgrade_segment(
+        &self,
+        world_id: &str,
+        seq: i64,
+        recording_path: &str,
+        first_tick: u32,
+        lineage: i64,
+        holder: &Holder,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO segments (world_id, seq, recording_path, first_tick, ended, started_unix_ms, epoch, \
+             lineage, origin) SELECT CAST($1 AS TEXT), CAST($2 AS BIGINT), CAST($3 AS TEXT), CAST($4 AS BIGINT), \
+             'running', CAST($5 AS BIGINT), CAST($6 AS BIGINT), CAST($7 AS BIGINT), 'upgrade' FROM worlds \
+             WHERE id = $1 AND owner_node = $8 AND epoch = $6 AND created_unix_ms = $9",
+        )
+        .bind(world_id)
+        .bind(seq)
+        .bind(recording_path)
+        .bind(i64::from(first_tick))
+        .bind(now_unix_ms())
+        .bind(holder.epoch)
+        .bind(lineage)
+        .bind(&holder.node)
+        .bind(holder.created_unix_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(q("open upgrade segment"))?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// In one transaction: closes the upgrade's segment `seq` with `end` and makes its
+    /// lineage the world's, so the world resumes from it; false (nothing changed) when the
+    /// world is no longer `holder`'s or the segment is not open.
+    pub async fn commit_upgrade(
+        &self,
+        world_id: &str,
+        seq: i64,
+        end: &SegmentEnd,
+        holder: &Holder,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(q("begin"))?;
+        let moved = sqlx::query(
+            "UPDATE worlds SET lineage = (SELECT lineage FROM segments WHERE world_id = $1 AND seq = $2 \
+             AND ended = 'running') WHERE id = $1 AND owner_node = $3 AND epoch = $4 AND created_unix_ms = $5 \
+             AND EXISTS (SELECT 1 FROM segments WHERE world_id = $1 AND seq = $2 AND ended = 'running')",
+        )
+        .bind(world_id)
+        .bind(seq)
         .bind(&holder.node)
         .bind(holder.epoch)
         .bind(holder.created_unix_ms)
         .execute(&mut *tx)
         .await
-        .map_err(q("begin lineage"))?;
-        if done.rows_affected() != 1 {
-            return Ok(None);
+        .map_err(q("switch lineage"))?;
+        if moved.rows_affected() != 1 {
+            return Ok(false);
         }
-        let lineage: i64 = sqlx::query("SELECT lineage FROM worlds WHERE id = $1")
-            .bind(world_id)
-            .fetch_one(&mut *tx)
-            .await
-            .and_then(|r| r.try_get(0))
-            .map_err(q("read lineage"))?;
+        sqlx::query(
+            "UPDATE segments SET last_tick = $1, final_root = $2, ended = $3, ended_unix_ms = $4 \
+             WHERE world_id = $5 AND seq = $6",
+        )
+        .bind(end.last_tick)
+        .bind(end.final_root.clone())
+        .bind(end.ended.as_str())
+        .bind(now_unix_ms())
+        .bind(world_id)
+        .bind(seq)
+        .execute(&mut *tx)
+        .await
+        .map_err(q("close upgrade segment"))?;
         tx.commit().await.map_err(q("commit"))?;
-        Ok(Some(lineage))
+        Ok(true)
     }
 
-    /// Sets the world's lineage back (after an upgrade that could not store its segment).
+    /// Forgets an upgrade's segment that was never committed (its row and shipped bytes).
+    pub async fn discard_segment(&self, world_id: &str, seq: i64) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await.map_err(q("begin"))?;
+        for sql in [
+            "DELETE FROM segment_chunks WHERE world_id = $1 AND seq = $2",
+            "DELETE FROM segments WHERE world_id = $1 AND seq = $2 AND ended = 'running' AND origin = 'upgrade'",
+        ] {
+            sqlx::query(sql)
+                .bind(world_id)
+                .bind(seq)
+                .execute(&mut *tx)
+                .await
+                .map_err(q("discard segment"))?;
+        }
+        tx.commit().await.map_err(q("commit"))?;
+        Ok(())
+    }
+
+    /// Makes `lineage` the world's (a fork: one with no segments yet); false when the
+    /// world is no longer `holder`'s.
     pub async fn set_lineage(
         &self,
         world_id: &str,
@@ -228,17 +311,6 @@ impl Store {
         .await
         .map_err(q("set lineage"))?;
         Ok(done.rows_affected() == 1)
-    }
-
-    /// Marks segment `seq` as written by an upgrade, not by a server.
-    pub async fn mark_upgraded(&self, world_id: &str, seq: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE segments SET origin = 'upgrade' WHERE world_id = $1 AND seq = $2")
-            .bind(world_id)
-            .bind(seq)
-            .execute(&self.pool)
-            .await
-            .map_err(q("mark upgraded"))?;
-        Ok(())
     }
 
     /// Closes a running segment with what its recording says; false (and nothing
@@ -444,6 +516,69 @@ mod tests {
             epoch,
             created_unix_ms: row.created_unix_ms,
         }
+    }
+
+    /// An upgrade's segment becomes the world's only when committed, in one step with the
+    /// lineage; one never committed neither counts nor has its lineage number reused.
+    #[test]
+    fn an_upgrade_commits_its_segment_and_lineage_together() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let (s, dir) = store("upgrade").await;
+            assert!(s.create_world("w", "{}", "h").await.expect("create"));
+            let a = claim(&s, "w", "a").await;
+            assert_eq!(s.unused_lineage("w").await.expect("lineage"), 1);
+            // Opened in lineage 1 and abandoned: the world stays in 0, and 1 is used up.
+            assert!(s
+                .open_upgrade_segment("w", 1, "u1", 0, 1, &a)
+                .await
+                .expect("open"));
+            assert_eq!(s.world("w").await.expect("read").expect("w").lineage, 0);
+            assert_eq!(s.unused_lineage("w").await.expect("lineage"), 2);
+            // Committed by a holder that lost the world: nothing changes.
+            let b = claim_after_release(&s, &a).await;
+            let end = SegmentEnd {
+                last_tick: 9,
+                final_root: "r".into(),
+                ended: Ended::Stopped,
+            };
+            assert!(!s.commit_upgrade("w", 1, &end, &a).await.expect("commit"));
+            assert_eq!(s.world("w").await.expect("read").expect("w").lineage, 0);
+            // The new holder's upgrade: lineage 2, committed with its segment.
+            assert!(s
+                .open_upgrade_segment("w", 2, "u2", 0, 2, &b)
+                .await
+                .expect("open"));
+            assert!(s.commit_upgrade("w", 2, &end, &b).await.expect("commit"));
+            assert_eq!(s.world("w").await.expect("read").expect("w").lineage, 2);
+            let segs = s.segments("w").await.expect("segments");
+            let two = segs.iter().find(|g| g.seq == 2).expect("segment 2");
+            assert_eq!(
+                (two.ended, two.last_tick, two.origin.as_deref()),
+                (Ended::Stopped, Some(9), Some("upgrade"))
+            );
+            // A committed segment is not discarded; the abandoned one is.
+            s.discard_segment("w", 1).await.expect("discard");
+            s.discard_segment("w", 2).await.expect("discard");
+            let seqs: Vec<i64> = s
+                .segments("w")
+                .await
+                .expect("segments")
+                .iter()
+                .map(|g| g.seq)
+                .collect();
+            assert_eq!(seqs, [2]);
+            let _ = std::fs::remove_dir_all(dir);
+        });
+    }
+
+    /// `holder` gives the world up and node "b" claims it.
+    async fn claim_after_release(s: &Store, holder: &Holder) -> Holder {
+        assert!(s.release_world("w", holder).await.expect("release"));
+        claim(s, "w", "b").await
     }
 
     #[test]

@@ -74,7 +74,9 @@ pub fn a_world_crosses_a_rules_change_by_replay_or_fork(backend: Backend) {
             (r["last_tick"].as_u64(), r["first_changed_root_tick"].as_u64()),
             (Some(last_tick), Some(1))
         );
-        let segs = segments(&new.show(&w).await);
+        let world = new.show(&w).await;
+        assert_eq!(world["lineage"], 1, "{world}");
+        let segs = segments(&world);
         assert_eq!(segs.len(), 3, "the old segments are kept: {segs:?}");
         let lineages: Vec<i64> = segs.iter().filter_map(|s| s["lineage"].as_i64()).collect();
         assert_eq!(lineages, [0, 0, 1]);
