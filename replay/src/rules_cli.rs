@@ -141,6 +141,14 @@ pub(crate) fn rerecord(json: bool, a: &RerecordArgs) -> anyhow::Result<ExitCode>
             r.rules_version,
             r.old_rules_version
         );
+        for (file, last, t) in &r.torn_tails {
+            out!(
+                "note: {file} ends early at byte {} ({} bytes {}): its ticks after {last} are not in the new recording",
+                t.offset,
+                t.bytes_lost,
+                if t.damaged { "damaged" } else { "cut off" }
+            );
+        }
         match r.first_changed_root_tick {
             None => out!("every state root is the old one"),
             Some(t) => out!("state roots change from tick {t}; final root {}", r.final_root),

@@ -266,6 +266,12 @@ impl TraceReader {
             slot_count: word(SLOT_COUNT_OFFSET),
             config_hash,
         };
+        if header.first_tick.checked_add(header.tick_count).is_none() {
+            return Err(corrupted(format!(
+                "{} ticks from tick {} run past the last tick there is",
+                header.tick_count, header.first_tick
+            )));
+        }
         if header.boid_count > migratory_kernel::BOID_COUNT_MAX
             || header.slot_count > migratory_kernel::CLIENT_SLOTS_MAX
         {

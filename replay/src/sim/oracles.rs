@@ -702,7 +702,14 @@ fn check_extract(case: &Case, d: &Driven) -> Result<(), Broken> {
     let mut r = Rng::new(case.seed ^ 0xe7);
     let from = r.range(0, u64::from(case.ticks) - 1) as u32;
     let to = r.range(u64::from(from) + 1, u64::from(case.ticks)) as u32;
-    let dir = std::env::temp_dir().join(format!("migratory-sim-{}-{}", std::process::id(), case.seed));
+    // Unique per call: threads of one process may run the same case at once (tests).
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "migratory-sim-{}-{}-{call}",
+        std::process::id(),
+        case.seed
+    ));
     let err = |e: String| Broken::at(Some(from), e);
     std::fs::create_dir_all(&dir).map_err(|e| err(format!("creating {}: {e}", dir.display())))?;
     let result = (|| {

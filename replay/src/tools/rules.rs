@@ -31,6 +31,7 @@ pub fn trace(
     shards: usize,
     progress: Progress<'_>,
 ) -> Result<TraceReport, ToolError> {
+    refuse_overwrite(&[path], out)?;
     let rec = open(path)?;
     let mut world = rec.start_world(shards).map_err(rec_err(path))?;
     let tmp = out.with_extension("mtrc.partial");
@@ -123,14 +124,14 @@ pub fn rules_diff(
         )));
     }
     let mut world = rec.start_world_any_rules(shards).map_err(rec_err(path))?;
-    if h.first_tick != world.tick() + 1 {
+    // The same ticks, or the comparison would say nothing of those left out.
+    let (first, last) = (world.tick() + 1, rec.last_tick());
+    if h.first_tick != first || h.tick_count != last - world.tick() {
         return Err(ToolError::Invalid(format!(
-            "the trace starts at tick {}, the recording at tick {}: trace the same recording",
-            h.first_tick,
-            world.tick() + 1
+            "the trace holds {} ticks from tick {}, the recording ticks {first}..={last}: trace the same recording",
+            h.tick_count, h.first_tick
         )));
     }
-    let last = rec.last_tick().min(h.first_tick + h.tick_count - 1);
     let mut report = RulesDiffReport {
         file: path.display().to_string(),
         trace: trace_path.display().to_string(),
@@ -201,6 +202,13 @@ pub fn rules_diff(
         }
         progress(t.tick - rec.meta.start_tick, last - rec.meta.start_tick);
     }
+    // Every frame read: the last read checks the trace's checksum.
+    if trace.next_into(&mut frame).map_err(trace_err(trace_path))? {
+        return Err(ToolError::Invalid(format!(
+            "{} holds more frames than its header says",
+            trace_path.display()
+        )));
+    }
     report.boids_ever_differing = boid_ever.iter().filter(|&&d| d).count() as u32;
     report.players_ever_differing = player_ever.iter().filter(|&&d| d).count() as u32;
     let n = by_tick.len();
@@ -226,6 +234,9 @@ pub struct RerecordReport {
     /// rules changed nothing this session did).
     pub first_changed_root_tick: Option<u32>,
     pub final_root: String,
+    /// Inputs that ended early (a crash's cut or garbage): the file, the last tick kept,
+    /// and where and how it ended. Their later ticks are not in the new recording.
+    pub torn_tails: Vec<(String, u32, TornTail)>,
 }
 
 /// Replays `path`'s inputs under this build's rules (from its start, whatever rules
@@ -251,19 +262,10 @@ pub fn rerecord_chain(
     options: WriterOptions,
     progress: Progress<'_>,
 ) -> Result<RerecordReport, ToolError> {
-    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
     let Some(&first) = paths.first() else {
         return Err(ToolError::Invalid("rerecord needs at least one recording".into()));
     };
-    if let Some(p) = paths.iter().find(|p| same(p, out)) {
-        return Err(ToolError::Invalid(format!(
-            "{} would overwrite the recording it reads: write elsewhere",
-            p.display()
-        )));
-    }
+    refuse_overwrite(paths, out)?;
     // Read as a resume reads them: a segment that ends in a crash's garbage continued
     // from its last intact tick.
     let recs = paths
@@ -279,6 +281,15 @@ pub fn rerecord_chain(
     let start = world.tick();
     let total = recs.last().map_or(0, |r| r.last_tick()).saturating_sub(start);
     let mut first_changed = None;
+    let torn_tails = recs
+        .iter()
+        .zip(paths)
+        .filter_map(|(r, p)| {
+            r.torn_tail
+                .clone()
+                .map(|t| (p.display().to_string(), r.last_tick(), t))
+        })
+        .collect();
     let result = (|| {
         for (rec, path) in recs.iter().zip(paths) {
             if rec.meta.config_hash != recs[0].meta.config_hash {
@@ -334,5 +345,21 @@ pub fn rerecord_chain(
         bytes,
         first_changed_root_tick: first_changed,
         final_root: hex(&world.state_root()),
+        torn_tails,
     })
+}
+
+/// Refuses an output that is one of the inputs (it would be overwritten as it is read).
+fn refuse_overwrite(inputs: &[&Path], out: &Path) -> Result<(), ToolError> {
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    match inputs.iter().find(|p| same(p, out)) {
+        Some(p) => Err(ToolError::Invalid(format!(
+            "{} would overwrite the recording it reads: write elsewhere",
+            p.display()
+        ))),
+        None => Ok(()),
+    }
 }

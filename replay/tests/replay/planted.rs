@@ -1,7 +1,7 @@
 //! The simulator finds each of the kernel's planted determinism bugs (feature
 //! `planted-faults`, which this crate's tests enable): for every kind, one of the first
-//! few cases of a fixed run fails, by the oracle that should see that kind of bug; the
-//! same cases pass unplanted (`sim::tests::cases_pass_every_oracle` and the CI run).
+//! few cases of a fixed run fails, by the oracle that should see that kind of bug, and the
+//! case that failed passes unplanted.
 
 use migratory_replay::sim::{case_seed, plant, run_case, Case, Oracle, PlantedFault};
 
@@ -35,6 +35,10 @@ fn check(fault: PlantedFault, oracles: &[Oracle]) {
         f.oracle
     );
     assert_eq!(f.seed, case_seed(2026, i));
+    // The plant made it fail: the same case passes without it.
+    if let Err(f) = run_case(&Case::from_seed(f.seed)) {
+        panic!("{}: case {i} fails unplanted too: {f}", fault.name());
+    }
 }
 
 #[test]

@@ -125,8 +125,8 @@ fn rules_diff_finds_nothing_under_the_same_rules_and_the_change_under_the_next()
     assert_ne!(f.a, f.b);
     // It spreads: more boids differ later than at first, and the samples run to the end.
     assert!(
-        next.boids_ever_differing > 1 && next.most.boids >= next.spread[0].boids,
-        "{next:?}"
+        next.boids_ever_differing > 1 && next.at_end.boids > next.spread[0].boids,
+        "it spreads: {next:?}"
     );
     assert_eq!(next.spread.first().map(|s| s.tick), Some(t));
     assert_eq!(next.spread.last().map(|s| s.tick), Some(120));
@@ -135,6 +135,32 @@ fn rules_diff_finds_nothing_under_the_same_rules_and_the_change_under_the_next()
         120 - t + 1,
         "once moved, never back: {next:?}"
     );
+
+    // A damaged trace is an error, never a comparison: a flipped byte in its stream, a
+    // trace cut short, a trace of other ticks of the same world.
+    let bytes = std::fs::read(&trace).unwrap();
+    let damaged = dir.path().join("damaged.mtrc");
+    for (what, b) in [
+        ("flipped", {
+            let mut b = bytes.clone();
+            let at = b.len() - 20;
+            b[at] ^= 0x40;
+            b
+        }),
+        ("cut", bytes[..bytes.len() * 2 / 3].to_vec()),
+    ] {
+        std::fs::write(&damaged, &b).unwrap();
+        let e = tools::rules_diff(&damaged, &rec, 1, &mut |_, _| {});
+        assert!(e.is_err(), "{what}: {e:?}");
+    }
+    let part = dir.path().join("part.mrec");
+    tools::extract(&rec, 0, 60, &part).unwrap();
+    let err = tools::rules_diff(&trace, &part, 1, &mut |_, _| {}).unwrap_err();
+    assert!(err.to_string().contains("trace the same recording"), "{err}");
+    // trace never writes over what it reads.
+    let err = tools::trace(&rec, &rec, 1, &mut |_, _| {}).unwrap_err();
+    assert!(err.to_string().contains("overwrite"), "{err}");
+    assert!(Recording::open(&rec).is_ok());
 
     // A trace of another world is refused by name.
     let other = dir.path().join("other.mrec");
