@@ -155,9 +155,20 @@ fn entity_text(e: &EntityReport) {
             y_mm,
             vx,
             vy,
+            dir_x,
+            dir_y,
+            throttle,
+            last_seq,
             score,
+            cast_ready_tick,
+            cooldown_ticks_left,
+            last_cast_tick,
             acked_tick,
+            ack_lag_ticks,
+            stream_tokens_bytes,
+            remembered_ticks,
         } => {
+            let opt = |v: &Option<u32>| v.map_or("none".to_string(), |t| t.to_string());
             out!("kind avatar");
             out!("id {id}");
             out!("slot {slot}");
@@ -167,11 +178,19 @@ fn entity_text(e: &EntityReport) {
             out!("y_mm {y_mm}");
             out!("vx {vx}");
             out!("vy {vy}");
+            out!("dir_x {dir_x}");
+            out!("dir_y {dir_y}");
+            out!("throttle {throttle}");
+            out!("last_seq {last_seq}");
             out!("score {score}");
-            out!(
-                "acked_tick {}",
-                acked_tick.map_or("none".to_string(), |t| t.to_string())
-            );
+            out!("cast_ready_tick {cast_ready_tick}");
+            out!("cooldown_ticks_left {cooldown_ticks_left}");
+            out!("last_cast_tick {}", opt(last_cast_tick));
+            out!("acked_tick {}", opt(acked_tick));
+            out!("ack_lag_ticks {}", opt(ack_lag_ticks));
+            out!("stream_tokens_bytes {}", opt(stream_tokens_bytes));
+            let ticks: Vec<String> = remembered_ticks.iter().map(u32::to_string).collect();
+            out!("remembered_ticks {}", ticks.join(","));
         }
     }
 }

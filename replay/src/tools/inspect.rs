@@ -13,6 +13,7 @@ pub enum EntityReport {
         vx: i32,
         vy: i32,
     },
+    /// Everything the kernel keeps for a player's slot, and what follows from it.
     Avatar {
         id: u32,
         slot: u32,
@@ -22,8 +23,24 @@ pub enum EntityReport {
         y_mm: i32,
         vx: i32,
         vy: i32,
+        /// The steering input in force: direction (a vector, not normalised) and throttle.
+        dir_x: i16,
+        dir_y: i16,
+        throttle: u8,
+        /// The highest steer or cast sequence number applied.
+        last_seq: u32,
         score: u32,
+        /// The first tick the next cast may happen, the ticks until then, and the tick
+        /// of the last cast (`cast_ready_tick` less the cooldown; None: none yet).
+        cast_ready_tick: u32,
+        cooldown_ticks_left: u32,
+        last_cast_tick: Option<u32>,
+        /// The newest snapshot the client acked, and how many ticks ago.
         acked_tick: Option<u32>,
+        ack_lag_ticks: Option<u32>,
+        /// Its snapshot stream: the token bucket and the snapshots remembered as baselines.
+        stream_tokens_bytes: Option<u32>,
+        remembered_ticks: Vec<u32>,
     },
 }
 
@@ -67,6 +84,10 @@ pub fn entity_report(world: &World, id: u32) -> Option<EntityReport> {
         .players()
         .get(slot as usize)
         .filter(|p| p.active && !p.spectator)?;
+    let tick = world.tick();
+    let cooldown = world.config().player.cast_cooldown_ticks;
+    let acked_tick = (p.acked_tick != u32::MAX).then_some(p.acked_tick);
+    let stream = world.stream_summary(slot);
     Some(EntityReport::Avatar {
         id,
         slot,
@@ -76,8 +97,19 @@ pub fn entity_report(world: &World, id: u32) -> Option<EntityReport> {
         y_mm: p.y_mm,
         vx: p.vx,
         vy: p.vy,
+        dir_x: p.dir_x,
+        dir_y: p.dir_y,
+        throttle: p.throttle,
+        last_seq: p.last_seq,
         score: p.score,
-        acked_tick: (p.acked_tick != u32::MAX).then_some(p.acked_tick),
+        cast_ready_tick: p.cast_ready_tick,
+        cooldown_ticks_left: p.cast_ready_tick.saturating_sub(tick),
+        // A slot that never cast holds 0; a cast at tick T sets T + cooldown (T >= 1).
+        last_cast_tick: (p.cast_ready_tick > cooldown).then(|| p.cast_ready_tick - cooldown),
+        acked_tick,
+        ack_lag_ticks: acked_tick.map(|a| tick.saturating_sub(a)),
+        stream_tokens_bytes: stream.as_ref().map(|s| s.tokens_bytes),
+        remembered_ticks: stream.map(|s| s.remembered_ticks).unwrap_or_default(),
     })
 }
 

@@ -341,9 +341,26 @@ fn inspect_shows_the_recorded_state() {
                 x_mm,
                 y_mm,
                 score,
+                dir_x,
+                dir_y,
+                throttle,
+                last_seq,
+                cast_ready_tick,
+                acked_tick,
+                ack_lag_ticks,
+                remembered_ticks,
                 ..
             }) => {
-                assert_eq!((c, s, x_mm, y_mm, score), (client, slot, p.x_mm, p.y_mm, p.score))
+                assert_eq!((c, s, x_mm, y_mm, score), (client, slot, p.x_mm, p.y_mm, p.score));
+                // Every field the kernel keeps for the slot, and the ack state from it.
+                assert_eq!(
+                    (dir_x, dir_y, throttle, last_seq, cast_ready_tick),
+                    (p.dir_x, p.dir_y, p.throttle, p.last_seq, p.cast_ready_tick)
+                );
+                assert_eq!(acked_tick, (p.acked_tick != u32::MAX).then_some(p.acked_tick));
+                assert_eq!(ack_lag_ticks, acked_tick.map(|a| 90 - a));
+                let summary = world.stream_summary(slot).expect("a stream");
+                assert_eq!(remembered_ticks, summary.remembered_ticks);
             }
             other => panic!("avatar of client {client}: {other:?}"),
         }
