@@ -234,11 +234,23 @@ function requestClient(r, tick) {
   if (r.clientBusy || (r.clientView?.tick === tick && r.clientView?.client === r.client)) return;
   r.clientBusy = true;
   const client = r.client;
+  const missing = (why) => ({ tick, client, view: [], missing: true, why, centre: [0, 0] });
   json(`/replay/client?tick=${tick}&client=${client}`)
-    .then((v) => { if (r.client === client) r.clientView = v; })
-    // Before its first snapshot (or after it left) a client has no view: say so, no error.
-    .catch(() => { if (r.client === client) r.clientView = { tick, client, view: [], missing: true, centre: [0, 0] }; })
+    // Before it joined, after it left or before its first snapshot a client has no view:
+    // the server says which (an answer, not an error), and the markers say when.
+    .then((v) => { if (r.client === client) r.clientView = v.absent ? missing(`${v.absent}${whenPresent(r, client, tick)}`) : v; })
+    .catch((e) => { if (r.client === client) r.clientView = missing(String(e.message ?? e)); })
     .finally(() => { r.clientBusy = false; });
+}
+
+/** When `client` joined or left around `tick`, from the timeline's markers (or ""). */
+function whenPresent(r, client, tick) {
+  const mine = (r.markers?.markers ?? []).filter(([, kind, c]) => c === client && (kind === MARKER.JOIN || kind === MARKER.SPECTATE || kind === MARKER.LEAVE));
+  const before = mine.filter(([t]) => t <= tick).pop();
+  const after = mine.find(([t]) => t > tick);
+  if (before && before[1] === MARKER.LEAVE) return ` (it left at tick ${before[0]})`;
+  if (!before && after) return ` (it joins at tick ${after[0]})`;
+  return "";
 }
 
 function requestEntity(r) {
@@ -259,7 +271,7 @@ function inspector(r) {
   if (cv) {
     const line = r.markers?.clients.find((c) => c.client === r.client);
     rows.push(`<h3>as client ${r.client} saw it</h3>`);
-    if (cv.missing) rows.push(`<div>no snapshot at or before this tick</div>`);
+    if (cv.missing) rows.push(`<div class="absent">${cv.why ?? "no snapshot at or before this tick"}</div>`);
     else {
       rows.push(`<div>snapshot of tick <b>${cv.snapshot_tick}</b>, ${cv.snapshot_bytes} B, ${cv.view.length} in view</div>`);
       rows.push(`<div>baseline: ${cv.baseline_tick === null ? "none (full snapshot)" : `tick ${cv.baseline_tick}`}</div>`);

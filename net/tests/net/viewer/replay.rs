@@ -179,6 +179,27 @@ fn the_replay_viewer_shows_the_recorded_world_at_a_sought_tick() {
     check_inspected(&rec, ticks[0], of("inspected")[0]);
     check_client_view(&rec, ticks[0], of("client")[0]);
     check_client_view(&rec, ticks[0] + 3, of("client-later")[0]);
+    // At tick 0 the client has not joined: the panel says so, and when it does.
+    let absent = of("client-absent")[0];
+    let client = absent["client"].as_u64().expect("client") as u32;
+    let joined = rec
+        .ticks_from(1)
+        .map(|t| t.expect("tick"))
+        .find(|t| {
+            t.inputs
+                .inputs
+                .iter()
+                .any(|i| matches!(i, migratory_kernel::Input::Join { client: c, .. } | migratory_kernel::Input::Spectate { client: c, .. } if *c == client))
+        })
+        .expect("the client joins")
+        .tick;
+    let panel = absent["panel"].as_str().expect("panel");
+    assert!(
+        panel.contains(&format!(
+            "client {client} is not in the world at tick 0 (it joins at tick {joined})"
+        )),
+        "{panel}"
+    );
     // The divergence: at tick 150, the changed client's avatar among the highlighted.
     let d = of("divergence")[0];
     let report = migratory_replay::tools::diff(&rec_path, &other_path).expect("diff");
@@ -398,12 +419,32 @@ fn the_replay_server_compares_shard_counts_and_refuses_bad_questions() {
         let d = divergence(addr.clone()).await;
         assert_eq!(d["status"], "none", "{d}");
         assert_eq!(d["ticks"], 240);
+        // A client not in the world at the tick is an answer that says so, not an error
+        // (the page asks as it plays and would log one per tick).
+        let (status, body) = http_get(&addr, "/replay/client?tick=100&client=77")
+            .await
+            .expect("GET");
+        assert_eq!(status, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(v["absent"], "client 77 is not in the world at tick 100", "{v}");
+        // So is an avatar id whose slot is free at the tick; an id past every slot is not.
+        let (_, info) = http_get(&addr, "/replay/info").await.expect("GET");
+        let info: Value = serde_json::from_str(&info).expect("JSON");
+        let first_avatar = info["boid_count"].as_u64().expect("boid count");
+        let (status, body) = http_get(&addr, &format!("/replay/entity?tick=0&id={first_avatar}"))
+            .await
+            .expect("GET");
+        assert_eq!(status, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(v["entity"]["kind"], "absent", "{v}");
+        assert!(
+            v["entity"]["why"]
+                .as_str()
+                .is_some_and(|w| w.contains("does not exist at tick 0")),
+            "{v}"
+        );
         for (path, why) in [
             ("/replay/state?tick=241", "outside the recording"),
-            (
-                "/replay/client?tick=100&client=77",
-                "client 77 is not in the world",
-            ),
             ("/replay/entity?tick=100&id=999999", "does not exist"),
             ("/replay/entity?tick=999&id=1", "outside the recording"),
             ("/replay/client?tick=999&client=1", "outside the recording"),

@@ -11,9 +11,12 @@
 //! kind, client, n]` with the kinds of `analysis::marker`, `clients`), `/replay/divergence` (JSON `status`: `off`,
 //! `pending`, `none`, `found` with `tick` and `entities`, or `error`),
 //! `/replay/entity?tick=T&id=ID` (JSON: the entity as `migratory-replay inspect` prints
-//! it, and its `track` as `[tick, x_mm, y_mm]` over the last `reader::TRACK_SECONDS`),
+//! it, and its `track` as `[tick, x_mm, y_mm]` over the last `reader::TRACK_SECONDS`; an
+//! avatar id whose slot is free at T answers `kind: "absent"` with `why`),
 //! `/replay/client?tick=T&client=C` (JSON: the view C's newest snapshot at or before T gave
-//! it, that snapshot's tick, baseline and size, and C's acked tick), and
+//! it, that snapshot's tick, baseline and size, and C's acked tick; a client not in the
+//! world at T, or with no snapshot yet, answers `{"absent": why}`: the page asks tick
+//! after tick, and a refusal would be an error in the console each time), and
 //! `/replay/state?tick=T`, the world at tick T:
 //!
 //! | offset | size | field                                                  |

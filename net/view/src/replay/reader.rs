@@ -218,7 +218,18 @@ impl Cursor {
             |c| &mut c.track,
             |w| Track::new(id, span_ticks, w),
         )?;
-        let entity = entity_report(&self.world, id).ok_or(QuestionError::NoEntity { id, tick })?;
+        let cfg = &self.rec.meta.config;
+        let Some(entity) = entity_report(&self.world, id) else {
+            // An avatar id whose slot is free at this tick (a player not joined yet, or
+            // gone) is an answer the page shows, not a failed request; other ids are errors.
+            if id >= cfg.boid_count && id < cfg.boid_count + cfg.client_slots_max {
+                let why = QuestionError::NoEntity { id, tick }.to_string();
+                return Ok(Answer::Json(
+                    json!({ "tick": tick, "entity": { "id": id, "kind": "absent", "why": why }, "track": [] }),
+                ));
+            }
+            return Err(QuestionError::NoEntity { id, tick });
+        };
         let track: Vec<[i64; 3]> = self.track.as_ref().map_or_else(Vec::new, |t| {
             t.points
                 .iter()
@@ -281,12 +292,19 @@ impl Cursor {
             .as_ref()
             .is_some_and(|w| w.client == client && w.seen_after_tick <= from);
         self.follow_to(from, tick, covered, |c| &mut c.watch, |w| Watch::new(client, w))?;
+        // A client not in the world, or with no snapshot yet, is an answer (the page says
+        // so), not a failed request.
+        let absent = |why: QuestionError| {
+            Ok(Answer::Json(
+                json!({ "tick": tick, "client": client, "absent": why.to_string() }),
+            ))
+        };
         let Some(slot) = self.world.slot_of(client) else {
-            return Err(QuestionError::ClientAbsent { client, tick });
+            return absent(QuestionError::ClientAbsent { client, tick });
         };
         let last = self.watch.as_ref().and_then(|w| w.last.as_ref());
         let Some((sent, bytes)) = last.filter(|(t, _)| *t > tick.saturating_sub(interval)) else {
-            return Err(QuestionError::NoSnapshot { client, tick });
+            return absent(QuestionError::NoSnapshot { client, tick });
         };
         let (sent, bytes) = (*sent, bytes.clone());
         let w = &self.world;

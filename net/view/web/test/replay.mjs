@@ -64,6 +64,12 @@ try {
   }
   await page.waitForTimeout(100);
   say("client-later", await page.evaluate(() => ({ view: window.migratory.replay.clientView, drawn: window.migratory.drawn.entities })));
+  // Before it joined: the panel says so and when it joins, and nothing is logged as an error.
+  await seek(0);
+  await page.waitForFunction((c) => window.migratory.replay.clientView?.client === c && window.migratory.replay.clientView.tick === 0 && window.migratory.replay.clientView.missing, client, { timeout: 10000 });
+  say("client-absent", { client, panel: await page.evaluate(() => document.getElementById("inspector").innerText) });
+  await seek(tick);
+  await page.waitForFunction((t) => window.migratory.replay.shown === t, tick, { timeout: 10000 });
   await page.selectOption("#replay-view", "");
 
   // The first divergence, when the server compares.
