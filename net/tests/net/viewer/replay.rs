@@ -454,6 +454,15 @@ fn the_replay_server_compares_shard_counts_and_refuses_bad_questions() {
             assert!(body.contains(why), "{path}: {body}");
         }
         shards.task.abort();
+        // A --compare file that cannot be opened is refused at start-up, naming it.
+        let missing = a.with_file_name("no-such-recording.mrec");
+        match view(a.clone(), any, Some(Compare::Recording(missing.clone()))).await {
+            Err(e @ migratory_view::ViewError::Compare { .. }) => {
+                assert!(e.to_string().contains("no-such-recording.mrec"), "{e}")
+            }
+            Err(e) => panic!("another error: {e}"),
+            Ok(_) => panic!("a missing --compare file was accepted"),
+        }
         let other = view(a.clone(), any, Some(Compare::Recording(other_world.clone())))
             .await
             .expect("view");

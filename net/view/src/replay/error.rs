@@ -24,6 +24,14 @@ pub enum ViewError {
         #[source]
         source: std::io::Error,
     },
+    /// The recording `--compare` names cannot be opened: refused at start-up, not shown
+    /// only in the page.
+    #[error("--compare {path}: {source}")]
+    Compare {
+        path: PathBuf,
+        #[source]
+        source: RecordingError,
+    },
     #[error("the recording reader stopped before it opened the recording")]
     ReaderStopped,
     #[error("binding {addr}: {source}")]

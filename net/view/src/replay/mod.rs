@@ -185,6 +185,16 @@ pub async fn view(
     listen: SocketAddr,
     compare: Option<Compare>,
 ) -> Result<ViewHandle, ViewError> {
+    if let Some(Compare::Recording(other)) = &compare {
+        let other = other.clone();
+        tokio::task::spawn_blocking(move || {
+            Recording::open(&other)
+                .map(drop)
+                .map_err(|source| ViewError::Compare { path: other, source })
+        })
+        .await
+        .map_err(|_| ViewError::ReaderStopped)??;
+    }
     let (tx, rx) = mpsc::channel::<Request>();
     let (opened_tx, opened_rx) = mpsc::channel::<Opened>();
     let reader_path = path.clone();
