@@ -116,11 +116,16 @@ async function pollDivergence(r) {
   }
   const d = r.divergence, span = $("replay-divergence");
   if (!d || d.status === "off") return;
-  if (d.status === "none") span.textContent = `no divergence (${d.against})`;
+  // What was compared: both recordings' common ticks, or (shard counts) all of this one.
+  const [from, to] = d.compared ?? [r.info.start_tick + 1, r.info.last_tick];
+  const part = from > r.info.start_tick + 1 || to < r.info.last_tick ? ` (the other recording covers only these of ${r.info.start_tick + 1}..${r.info.last_tick})` : "";
+  if (d.status === "none") span.textContent = `no divergence in ticks ${from}..${to}${part} (${d.against})`;
   else if (d.status === "error") span.textContent = `compare failed: ${d.error}`;
   else {
     r.highlight = new Set(d.entities.map((e) => e.id));
-    span.innerHTML = `<button id="replay-jump">jump to tick ${d.explained_at_tick}</button> diverges at tick ${d.tick} (${d.root.replace("_", " ")} root, ${d.against}): ${r.highlight.size} entities differ`;
+    const n = r.highlight.size;
+    const inputs = d.inputs_differ ? "; the recorded inputs differ" : "";
+    span.innerHTML = `<button id="replay-jump">jump to tick ${d.explained_at_tick}</button> diverges at tick ${d.tick} (${d.root.replace("_", " ")} root, ${d.against}, ticks ${from}..${to}${part} compared): ${n} ${n === 1 ? "entity differs" : "entities differ"}${inputs}`;
     $("replay-jump").onclick = () => { r.playing = false; r.tick = d.explained_at_tick; };
   }
 }

@@ -206,6 +206,18 @@ fn the_replay_viewer_shows_the_recorded_world_at_a_sought_tick() {
     assert_eq!(report.first_divergent_tick, Some(150));
     assert_eq!(d["divergence"]["status"], "found", "{d}");
     assert_eq!(d["divergence"]["tick"], 150);
+    // The page says what was compared, and that the inputs differ (the copy changed them).
+    let (first, last) = report.common_ticks;
+    assert_eq!(
+        d["divergence"]["compared"],
+        serde_json::json!([first, last]),
+        "{d}"
+    );
+    let text = d["text"].as_str().expect("text");
+    assert!(
+        text.contains(&format!("ticks {first}..{last}")) && text.contains("the recorded inputs differ"),
+        "{text}"
+    );
     assert_eq!(d["shown"], 150);
     let world = rec.world_at(150, 1).expect("world_at");
     let avatar = world.avatar_id(world.slot_of(changed_client).expect("slot"));

@@ -221,11 +221,12 @@ pub fn find_divergence(path: &Path, against: &Compare, boid_count: u32) -> Value
             }),
             Ok(r) => match r.first_divergent_tick {
                 None => {
-                    json!({ "status": "none", "against": other.display().to_string(), "ticks": r.common_ticks })
+                    json!({ "status": "none", "against": other.display().to_string(), "ticks": r.common_ticks, "compared": r.common_ticks })
                 }
                 Some(tick) => json!({
                     "status": "found",
                     "against": other.display().to_string(),
+                    "compared": r.common_ticks,
                     "tick": tick,
                     "explained_at_tick": tick,
                     "root": r.root,

@@ -84,7 +84,7 @@ try {
       return r.entities.filter((e) => r.highlight.has(e.id)).map((e) => e.id);
     });
     await page.screenshot({ path: `${out}/replay-divergence.png` });
-    say("divergence", { divergence: d, shown: await page.evaluate(() => window.migratory.replay.shown), highlighted });
+    say("divergence", { divergence: d, shown: await page.evaluate(() => window.migratory.replay.shown), highlighted, text: await page.evaluate(() => document.getElementById("replay-divergence").innerText) });
   } else {
     say("divergence", { divergence: d });
   }
