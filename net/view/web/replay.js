@@ -53,19 +53,45 @@ export async function startReplay(state) {
   $("hud").style.display = "none";
   const bar = document.createElement("div");
   bar.id = "replay";
-  bar.innerHTML = `<button id="replay-play">play</button><button id="replay-step">step</button>
+  // The play button keeps one width whatever its label, so the slider beside it stays put.
+  bar.innerHTML = `<button id="replay-back" title="step back (Left)">&#9664;</button><button id="replay-play" style="min-width:4.5em" title="play or pause (Space)">play</button><button id="replay-step" title="step (Right)">&#9654;</button>
     <select id="replay-speed">${[0.25, 0.5, 1, 2, 4, 8, 16].map((v) => `<option value="${v}"${v === 1 ? " selected" : ""}>${v}x</option>`).join("")}</select>
     <div id="replay-timeline"><canvas id="replay-markers" height="16"></canvas>
       <input id="replay-slider" type="range" min="${info.start_tick}" max="${info.last_tick}" value="${info.start_tick}"></div>
     <span>tick <b id="replay-tick">-</b> / ${info.last_tick}</span>
     <select id="replay-view"><option value="">god view</option></select>
-    <span id="replay-divergence"></span>`;
+    <span id="replay-divergence"></span><button id="replay-help" title="keyboard shortcuts (?)">?</button>`;
   document.body.appendChild(bar);
+  const help = document.createElement("div");
+  help.id = "replay-keys";
+  help.style.cssText = "display:none;position:fixed;right:12px;bottom:64px;background:#101820e8;color:#dde;padding:10px 14px;border-radius:6px;font:13px sans-serif;z-index:10";
+  help.innerHTML = `<b>keys</b><table>${KEYS.map(([k, what]) => `<tr><td><kbd>${k}</kbd></td><td>${what}</td></tr>`).join("")}</table>`;
+  document.body.appendChild(help);
   const side = document.createElement("div");
   side.id = "inspector";
   document.body.appendChild(side);
-  $("replay-play").onclick = () => { r.playing = !r.playing; };
-  $("replay-step").onclick = () => { r.playing = false; r.tick = Math.min(Math.floor(r.tick) + 1, info.last_tick); };
+  $("replay-play").onclick = () => togglePlay(r);
+  $("replay-step").onclick = () => stepBy(r, 1);
+  $("replay-back").onclick = () => stepBy(r, -1);
+  $("replay-help").onclick = () => { help.style.display = help.style.display === "none" ? "block" : "none"; };
+  window.addEventListener("keydown", (e) => {
+    // Keys typed into a control go to it (the slider's own arrows, a select's letters).
+    if (e.target instanceof HTMLInputElement || e.target instanceof HTMLSelectElement || e.ctrlKey || e.metaKey || e.altKey) return;
+    const second = info.tick_rate_hz;
+    const act = {
+      " ": () => togglePlay(r),
+      ArrowRight: () => stepBy(r, e.shiftKey ? second : 1),
+      ArrowLeft: () => stepBy(r, e.shiftKey ? -second : -1),
+      Home: () => stepBy(r, -Infinity),
+      End: () => stepBy(r, Infinity),
+      "?": () => $("replay-help").click(),
+      Escape: () => { help.style.display = "none"; },
+    }[e.key];
+    if (act) {
+      e.preventDefault();
+      act();
+    }
+  });
   $("replay-speed").onchange = (e) => { r.speed = Number(e.target.value); };
   $("replay-slider").oninput = (e) => { r.playing = false; r.tick = Number(e.target.value); };
   $("replay-view").onchange = (e) => {
@@ -128,6 +154,27 @@ async function pollDivergence(r) {
     span.innerHTML = `<button id="replay-jump">jump to tick ${d.explained_at_tick}</button> diverges at tick ${d.tick} (${d.root.replace("_", " ")} root, ${d.against}, ticks ${from}..${to}${part} compared): ${n} ${n === 1 ? "entity differs" : "entities differ"}${inputs}`;
     $("replay-jump").onclick = () => { r.playing = false; r.tick = d.explained_at_tick; };
   }
+}
+
+/** The keyboard shortcuts, as the `?` overlay lists them. */
+const KEYS = [
+  ["Space", "play / pause (at the end: from the start)"],
+  ["Right / Left", "one tick forward / back"],
+  ["Shift + Right / Left", "one second forward / back"],
+  ["Home / End", "first / last tick"],
+  ["?", "this list"],
+];
+
+/** Play or pause; playing from the last tick starts again from the first. */
+function togglePlay(r) {
+  if (!r.playing && Math.floor(r.tick) >= r.info.last_tick) r.tick = r.info.start_tick;
+  r.playing = !r.playing;
+}
+
+/** Pauses and moves `n` ticks (clamped to the recording). */
+function stepBy(r, n) {
+  r.playing = false;
+  r.tick = Math.max(r.info.start_tick, Math.min(r.info.last_tick, Math.floor(r.tick) + n));
 }
 
 /** Draws the recording at the current tick; returns [boids, avatars] drawn. */

@@ -179,6 +179,32 @@ fn the_replay_viewer_shows_the_recorded_world_at_a_sought_tick() {
     check_inspected(&rec, ticks[0], of("inspected")[0]);
     check_client_view(&rec, ticks[0], of("client")[0]);
     check_client_view(&rec, ticks[0] + 3, of("client-later")[0]);
+    // The keys, from the first sought tick.
+    let keys = of("keys")[0];
+    let from = keys["from"].as_u64().expect("from");
+    let rate = u64::from(rec.meta.config.tick_rate_hz);
+    assert_eq!(
+        (
+            keys["right"].as_u64(),
+            keys["left"].as_u64(),
+            keys["shiftRight"].as_u64()
+        ),
+        (Some(from + 1), Some(from - 1), Some(from - 1 + rate)),
+        "{keys}"
+    );
+    assert_eq!(keys["end"].as_u64(), Some(u64::from(rec.last_tick())), "{keys}");
+    assert_eq!(keys["playingFrom"]["playing"], true, "{keys}");
+    assert!(
+        keys["playingFrom"]["tick"].as_u64().is_some_and(|t| t < from),
+        "Space at the end plays from the start: {keys}"
+    );
+    assert_eq!(keys["paused"], true);
+    assert!(
+        keys["help"]
+            .as_str()
+            .is_some_and(|h| h.contains("one tick forward")),
+        "{keys}"
+    );
     // At tick 0 the client has not joined: the panel says so, and when it does.
     let absent = of("client-absent")[0];
     let client = absent["client"].as_u64().expect("client") as u32;

@@ -72,6 +72,28 @@ try {
   await page.waitForFunction((t) => window.migratory.replay.shown === t, tick, { timeout: 10000 });
   await page.selectOption("#replay-view", "");
 
+  // The keys: Right and Left step a tick, Shift a second, End goes to the last tick, and
+  // Space there plays from the first; ? lists them.
+  await page.evaluate(() => document.activeElement?.blur());
+  const shownAfter = async (key) => {
+    await page.keyboard.press(key);
+    await page.waitForFunction(() => window.migratory.replay.shown === Math.floor(window.migratory.replay.tick), null, { timeout: 10000 });
+    return page.evaluate(() => window.migratory.replay.shown);
+  };
+  const keys = { from: tick, right: await shownAfter("ArrowRight"), left: (await shownAfter("ArrowLeft"), await shownAfter("ArrowLeft")) };
+  keys.shiftRight = await shownAfter("Shift+ArrowRight");
+  keys.end = await shownAfter("End");
+  await page.keyboard.press("Space");
+  keys.playingFrom = await page.evaluate(() => ({ playing: window.migratory.replay.playing, tick: Math.floor(window.migratory.replay.tick) }));
+  await page.keyboard.press("Space");
+  keys.paused = await page.evaluate(() => !window.migratory.replay.playing);
+  await page.keyboard.press("?");
+  keys.help = await page.evaluate(() => document.getElementById("replay-keys").style.display === "block" && document.getElementById("replay-keys").innerText);
+  await page.keyboard.press("Escape");
+  say("keys", keys);
+  await seek(tick);
+  await page.waitForFunction((t) => window.migratory.replay.shown === t, tick, { timeout: 10000 });
+
   // The first divergence, when the server compares.
   await page.waitForFunction(() => window.migratory.replay.divergence && window.migratory.replay.divergence.status !== "pending", null, { timeout: 20000 });
   const d = await page.evaluate(() => window.migratory.replay.divergence);
