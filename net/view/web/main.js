@@ -429,7 +429,12 @@ addEventListener("pointerup", (e) => {
 });
 canvas.addEventListener("wheel", (e) => {
   e.preventDefault();
+  // Zoom about the cursor: the world point under it stays under it.
+  const [wx, wy] = toWorld(e.clientX, e.clientY);
   state.camera.mmPerPx = Math.min(Math.max(state.camera.mmPerPx * Math.exp(e.deltaY * 0.001), 10), 5000);
+  const [ax, ay] = toWorld(e.clientX, e.clientY);
+  state.camera.x_mm += wx - ax;
+  state.camera.y_mm += wy - ay;
 }, { passive: false });
 
 $("name").value = `player-${Math.floor(Math.random() * 1000)}`;

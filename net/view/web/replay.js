@@ -96,11 +96,13 @@ export async function startReplay(state) {
   $("replay-slider").oninput = (e) => { r.playing = false; r.tick = Number(e.target.value); };
   $("replay-view").onchange = (e) => {
     r.client = e.target.value === "" ? null : Number(e.target.value);
+    // As a client: the camera follows what it saw (a drag frees it, F follows again).
+    state.camera.follow = r.client !== null;
     r.clientView = null;
     r.markersDrawnFor = null;
   };
   pollMarkers(r);
-  pollDivergence(r);
+  pollDivergence(r, state);
   return true;
 }
 
@@ -130,7 +132,7 @@ async function pollMarkers(r) {
   }
 }
 
-async function pollDivergence(r) {
+async function pollDivergence(r, state) {
   for (;;) {
     try {
       r.divergence = await json("/replay/divergence");
@@ -152,7 +154,17 @@ async function pollDivergence(r) {
     const n = r.highlight.size;
     const inputs = d.inputs_differ ? "; the recorded inputs differ" : "";
     span.innerHTML = `<button id="replay-jump">jump to tick ${d.explained_at_tick}</button> diverges at tick ${d.tick} (${d.root.replace("_", " ")} root, ${d.against}, ticks ${from}..${to}${part} compared): ${n} ${n === 1 ? "entity differs" : "entities differ"}${inputs}`;
-    $("replay-jump").onclick = () => { r.playing = false; r.tick = d.explained_at_tick; };
+    $("replay-jump").onclick = () => {
+      r.playing = false;
+      r.tick = d.explained_at_tick;
+      // The investigation starts at the first differing entity: selected, followed, close up.
+      if (d.entities.length) {
+        r.selected = d.entities[0].id;
+        r.inspected = null;
+        state.camera.follow = true;
+        state.camera.mmPerPx = Math.min(state.camera.mmPerPx, 100);
+      }
+    };
   }
 }
 
@@ -187,6 +199,11 @@ export function drawReplay(state) {
   }
   lastFrameMs = now;
   const tick = Math.floor(r.tick);
+  if (state.camera.follow) {
+    const target = r.client !== null ? r.clientView?.centre : r.entities.find((e) => e.id === r.selected);
+    const at = Array.isArray(target) ? target : target && [target.x_mm, target.y_mm];
+    if (at && !(r.clientView?.missing && r.client !== null)) [state.camera.x_mm, state.camera.y_mm] = at;
+  }
   requestState(r, tick);
   if (r.client !== null) requestClient(r, tick);
   if (r.selected !== null) requestEntity(r);
@@ -254,6 +271,8 @@ export function pickAt(state, px, py) {
   }
   r.selected = best;
   r.inspected = null;
+  // The camera follows what was picked (a drag frees it again).
+  state.camera.follow = best !== null;
 }
 
 function requestState(r, tick) {

@@ -178,6 +178,10 @@ fn the_replay_viewer_shows_the_recorded_world_at_a_sought_tick() {
     check_markers(&rec, of("markers")[0]);
     check_inspected(&rec, ticks[0], of("inspected")[0]);
     check_client_view(&rec, ticks[0], of("client")[0]);
+    // As a client, the camera follows the centre of what it saw.
+    let seen = of("client")[0];
+    assert_eq!(seen["follow"], true, "{seen}");
+    assert_eq!(seen["camera"], seen["view"]["centre"], "{seen}");
     check_client_view(&rec, ticks[0] + 3, of("client-later")[0]);
     // The keys, from the first sought tick.
     let keys = of("keys")[0];
@@ -257,6 +261,12 @@ fn the_replay_viewer_shows_the_recorded_world_at_a_sought_tick() {
         highlighted.contains(&u64::from(avatar)),
         "avatar {avatar} not among {highlighted:?}"
     );
+    // The jump selects the first differing entity and centres the camera on it, close up.
+    let jumped = &d["jumped"];
+    let first = d["divergence"]["entities"][0]["id"].clone();
+    assert_eq!(jumped["selected"], first, "{d}");
+    assert_eq!(jumped["camera"], jumped["at"], "{jumped}");
+    assert!(jumped["mmPerPx"].as_f64().is_some_and(|z| z <= 100.0), "{jumped}");
 }
 
 /// The markers against the world's own per-tick outputs: every join, spectate and leave

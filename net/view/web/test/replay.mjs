@@ -54,7 +54,7 @@ try {
   await page.selectOption("#replay-view", String(client));
   await page.waitForFunction((c) => window.migratory.replay.clientView?.client === c && !window.migratory.replay.clientView.missing, client, { timeout: 10000 });
   await page.waitForTimeout(100); // a frame or two, so the drawn count is this view's
-  const cv = await page.evaluate(() => ({ view: window.migratory.replay.clientView, drawn: window.migratory.drawn.entities }));
+  const cv = await page.evaluate(() => ({ view: window.migratory.replay.clientView, drawn: window.migratory.drawn.entities, camera: [window.migratory.camera.x_mm, window.migratory.camera.y_mm], follow: window.migratory.camera.follow }));
   await page.screenshot({ path: `${out}/replay-as-client.png` });
   say("client", cv);
   // Three steps forward, still as that client (the server steps its cursor, watching it).
@@ -106,7 +106,12 @@ try {
       return r.entities.filter((e) => r.highlight.has(e.id)).map((e) => e.id);
     });
     await page.screenshot({ path: `${out}/replay-divergence.png` });
-    say("divergence", { divergence: d, shown: await page.evaluate(() => window.migratory.replay.shown), highlighted, text: await page.evaluate(() => document.getElementById("replay-divergence").innerText) });
+    const jumped = await page.evaluate(() => {
+      const r = window.migratory.replay;
+      const e = r.entities.find((e) => e.id === r.selected);
+      return { selected: r.selected, at: e ? [e.x_mm, e.y_mm] : null, camera: [window.migratory.camera.x_mm, window.migratory.camera.y_mm], mmPerPx: window.migratory.camera.mmPerPx };
+    });
+    say("divergence", { divergence: d, shown: await page.evaluate(() => window.migratory.replay.shown), highlighted, jumped, text: await page.evaluate(() => document.getElementById("replay-divergence").innerText) });
   } else {
     say("divergence", { divergence: d });
   }
