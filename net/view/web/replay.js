@@ -60,7 +60,7 @@ export async function startReplay(state) {
       <input id="replay-slider" type="range" min="${info.start_tick}" max="${info.last_tick}" value="${info.start_tick}"></div>
     <span>tick <b id="replay-tick">-</b> / ${info.last_tick}</span>
     <select id="replay-view"><option value="">god view</option></select>
-    <span id="replay-divergence"></span><button id="replay-help" title="keyboard shortcuts (?)">?</button>`;
+    <span id="replay-divergence"></span><button id="replay-link" title="copy a link to this moment">copy link</button><button id="replay-help" title="keyboard shortcuts (?)">?</button>`;
   document.body.appendChild(bar);
   const help = document.createElement("div");
   help.id = "replay-keys";
@@ -101,9 +101,50 @@ export async function startReplay(state) {
     r.clientView = null;
     r.markersDrawnFor = null;
   };
+  $("replay-link").onclick = () => {
+    const done = (what) => { $("replay-link").textContent = what; setTimeout(() => { $("replay-link").textContent = "copy link"; }, 1500); };
+    navigator.clipboard?.writeText(location.href).then(() => done("copied"), () => done("copy the address bar"));
+  };
+  fromUrl(r, state);
   pollMarkers(r);
   pollDivergence(r, state);
   return true;
+}
+
+/** The moment a link names: `?tick=T&sel=ID&client=C&zoom=MM_PER_PX&x=X_MM&y=Y_MM`
+ * (each optional; `x`, `y` only when the camera follows nothing). */
+function fromUrl(r, state) {
+  const q = new URLSearchParams(location.search);
+  const num = (k) => (q.has(k) && Number.isFinite(Number(q.get(k))) ? Number(q.get(k)) : null);
+  const tick = num("tick");
+  if (tick !== null) r.tick = Math.max(r.info.start_tick, Math.min(r.info.last_tick, Math.floor(tick)));
+  const zoom = num("zoom");
+  if (zoom !== null) state.camera.mmPerPx = Math.min(Math.max(zoom, 10), 5000);
+  const [x, y] = [num("x"), num("y")];
+  if (x !== null && y !== null) [state.camera.x_mm, state.camera.y_mm] = [x, y];
+  const sel = num("sel");
+  if (sel !== null) { r.selected = sel; state.camera.follow = true; }
+  const client = num("client");
+  if (client !== null) { r.client = client; state.camera.follow = true; }
+}
+
+let urlWrittenMs = 0;
+/** Keeps the address bar on the moment shown (at most twice a second), so it can be shared. */
+function toUrl(r, state) {
+  const now = performance.now();
+  if (now - urlWrittenMs < 500 || r.shown === null) return;
+  urlWrittenMs = now;
+  const q = new URLSearchParams();
+  q.set("tick", String(r.shown));
+  if (r.selected !== null) q.set("sel", String(r.selected));
+  if (r.client !== null) q.set("client", String(r.client));
+  q.set("zoom", String(Math.round(state.camera.mmPerPx)));
+  if (!state.camera.follow) {
+    q.set("x", String(Math.round(state.camera.x_mm)));
+    q.set("y", String(Math.round(state.camera.y_mm)));
+  }
+  const search = `?${q}`;
+  if (location.search !== search) history.replaceState(null, "", search);
 }
 
 /** Fetches the markers as the server's scan finds them: only the new ones each time. */
@@ -124,6 +165,8 @@ async function pollMarkers(r) {
           select.appendChild(o);
         }
       }
+      // A link's client shows in the menu once the menu has it.
+      if (r.client !== null && select.value !== String(r.client)) select.value = String(r.client);
       if (m.complete && all.length === m.total) return;
     } catch (e) {
       console.warn("markers", e);
@@ -236,6 +279,7 @@ export function drawReplay(state) {
   $("replay-tick").textContent = r.shown ?? "-";
   $("replay-slider").value = String(tick);
   $("replay-play").textContent = r.playing ? "pause" : "play";
+  toUrl(r, state);
   return [boids, avatars];
 }
 

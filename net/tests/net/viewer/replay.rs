@@ -183,6 +183,24 @@ fn the_replay_viewer_shows_the_recorded_world_at_a_sought_tick() {
     assert_eq!(seen["follow"], true, "{seen}");
     assert_eq!(seen["camera"], seen["view"]["centre"], "{seen}");
     check_client_view(&rec, ticks[0] + 3, of("client-later")[0]);
+    // A link opens the moment it names: tick, selection, client (in the menu, followed) and
+    // zoom, and the page keeps its address bar on what it shows.
+    let link = of("link")[0];
+    let client = of("client")[0]["view"]["client"].clone();
+    assert_eq!(link["shown"], ticks[0], "{link}");
+    assert_eq!(link["selected"], of("inspected")[0]["picked"], "{link}");
+    assert_eq!(
+        (&link["client"], link["menu"].as_str()),
+        (&client, Some(client.to_string().as_str())),
+        "{link}"
+    );
+    assert_eq!(link["zoom"], 40, "{link}");
+    assert_eq!(link["camera"], link["centre"], "{link}");
+    let search = link["search"].as_str().expect("search");
+    assert!(
+        search.contains(&format!("tick={}", ticks[0])) && search.contains(&format!("client={client}")),
+        "{search}"
+    );
     // The keys, from the first sought tick.
     let keys = of("keys")[0];
     let from = keys["from"].as_u64().expect("from");

@@ -115,6 +115,17 @@ try {
   } else {
     say("divergence", { divergence: d });
   }
+  // The address bar holds the moment shown; a link to it opens exactly there.
+  await page.waitForFunction(() => new URLSearchParams(location.search).get("tick") === String(window.migratory.replay.shown), null, { timeout: 10000 });
+  const link = `${url}?tick=${tick}&sel=${avatar.id}&client=${client}&zoom=40`;
+  const other = await pageWithErrors(browser, errors);
+  await other.goto(link);
+  await other.waitForFunction(([t, c]) => window.migratory?.replay?.shown === t && window.migratory.replay.clientView?.client === c && !window.migratory.replay.clientView.missing, [tick, client], { timeout: 15000 });
+  await other.waitForTimeout(700); // one write of the address bar
+  say("link", await other.evaluate(() => {
+    const r = window.migratory.replay;
+    return { shown: r.shown, selected: r.selected, client: r.client, menu: document.getElementById("replay-view").value, zoom: window.migratory.camera.mmPerPx, camera: [window.migratory.camera.x_mm, window.migratory.camera.y_mm], centre: r.clientView.centre, search: location.search };
+  }));
   if (errors.length) { console.error(`console errors: ${errors.join(" | ")}`); process.exit(1); }
 } finally {
   await browser.close();
