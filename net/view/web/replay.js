@@ -118,10 +118,8 @@ function fromUrl(r, state) {
   const num = (k) => (q.has(k) && Number.isFinite(Number(q.get(k))) ? Number(q.get(k)) : null);
   const tick = num("tick");
   if (tick !== null) r.tick = Math.max(r.info.start_tick, Math.min(r.info.last_tick, Math.floor(tick)));
-  const zoom = num("zoom");
-  if (zoom !== null) state.camera.mmPerPx = Math.min(Math.max(zoom, 10), 5000);
-  const [x, y] = [num("x"), num("y")];
-  if (x !== null && y !== null) [state.camera.x_mm, state.camera.y_mm] = [x, y];
+  // Applied once the terrain is in, after the page has fitted the world to the screen.
+  r.urlView = { zoom: num("zoom"), x: num("x"), y: num("y") };
   const sel = num("sel");
   if (sel !== null) { r.selected = sel; state.camera.follow = true; }
   const client = num("client");
@@ -242,6 +240,12 @@ export function drawReplay(state) {
   }
   lastFrameMs = now;
   const tick = Math.floor(r.tick);
+  if (r.urlView && state.terrain) {
+    const { zoom, x, y } = r.urlView;
+    if (zoom !== null) state.camera.mmPerPx = Math.min(Math.max(zoom, 10), 5000);
+    if (x !== null && y !== null) [state.camera.x_mm, state.camera.y_mm] = [x, y];
+    r.urlView = null;
+  }
   if (state.camera.follow) {
     const target = r.client !== null ? r.clientView?.centre : r.entities.find((e) => e.id === r.selected);
     const at = Array.isArray(target) ? target : target && [target.x_mm, target.y_mm];
