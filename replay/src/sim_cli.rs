@@ -78,9 +78,7 @@ pub(crate) fn sim(json: bool, args: &SimArgs) -> anyhow::Result<ExitCode> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
     });
-    options.jobs = args
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    options.jobs = args.jobs.unwrap_or_else(default_jobs);
     eprintln!(
         "sim: seed {}, {seconds} s on {} threads (rerun a failing case with --seed CASE_SEED)",
         options.seed, options.jobs
@@ -112,6 +110,11 @@ pub(crate) fn sim(json: bool, args: &SimArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// One job per CPU.
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 #[cfg(feature = "planted-faults")]
@@ -199,9 +202,7 @@ fn trials(json: bool, args: &SimArgs, faults: &[Fault]) -> anyhow::Result<ExitCo
             let options = sim::SimOptions {
                 seed: sim::case_seed(base, (k as u64) << 32 | u64::from(trial)),
                 duration,
-                jobs: args
-                    .jobs
-                    .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)),
+                jobs: args.jobs.unwrap_or_else(default_jobs),
                 stop_at_failure: true,
                 failures_dir: None,
                 plant: Some(fault),

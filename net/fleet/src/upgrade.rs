@@ -106,14 +106,12 @@ impl Fleet {
                     .await?;
             }
         }
-        let history = resume_chain(&self.store.segments(id).await?, previous_lineage)
-            .map_err(|reason| conflict(format!("its segments do not make one history: {reason}")))?;
         let mut report = UpgradeReport {
             world: id.to_string(),
             mode,
             lineage: previous_lineage,
             previous_lineage,
-            segments_replayed: history.iter().map(|s| s.seq).collect(),
+            segments_replayed: Vec::new(),
             segment: None,
             last_tick: None,
             old_rules_version: None,
@@ -121,8 +119,8 @@ impl Fleet {
             first_changed_root_tick: None,
             ms: 0,
         };
+        // A fork needs nothing of the history: not even one that no longer makes a chain.
         if mode == UpgradeMode::Fork {
-            report.segments_replayed.clear();
             let lineage = self.store.unused_lineage(id).await?;
             if !self.store.set_lineage(id, holder, lineage).await? {
                 return Err(taken_over(id));
@@ -130,6 +128,9 @@ impl Fleet {
             report.lineage = lineage;
             return Ok(report);
         }
+        let history = resume_chain(&self.store.segments(id).await?, previous_lineage)
+            .map_err(|reason| conflict(format!("its segments do not make one history: {reason}")))?;
+        report.segments_replayed = history.iter().map(|s| s.seq).collect();
         if history.is_empty() {
             return Err(conflict(
                 "has no recorded history to replay: start it, or fork it (mode \"fork\")".into(),

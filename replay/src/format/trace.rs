@@ -116,7 +116,7 @@ pub struct TraceWriter {
     header: TraceHeader,
     hasher: blake3::Hasher,
     frame: Vec<u8>,
-    /// The frame before, and the residual stored.
+    /// The frame before, and the residual stored (`xored`: the player records' part is an XOR).
     previous: Vec<u8>,
     xored: Vec<u8>,
 }
@@ -168,7 +168,8 @@ impl TraceWriter {
         self.hasher.update(&self.frame);
         self.previous.resize(self.frame.len(), 0);
         self.xored.resize(self.frame.len(), 0);
-        residual(
+        predict(
+            Way::ToResidual,
             &self.frame,
             &self.previous,
             &mut self.xored,
@@ -310,7 +311,8 @@ impl TraceReader {
                 _ => corrupted(format!("frame {} does not decompress: {e}", self.read)),
             })?;
         std::mem::swap(&mut self.buf, &mut self.previous);
-        unresidual(
+        predict(
+            Way::FromResidual,
             &self.xored,
             &self.previous,
             &mut self.buf,
@@ -380,54 +382,30 @@ fn put_boid(out: &mut [u8], at: usize, (x, y, vx, vy): (u32, u32, u16, u16)) {
     out[at + 10..at + 12].copy_from_slice(&vy.to_le_bytes());
 }
 
-/// `frame` as stored: its residual from the prediction out of `previous` (module doc).
-fn residual(frame: &[u8], previous: &[u8], out: &mut [u8], boids: usize) {
-    out[..4].copy_from_slice(&get_u32(frame, 0).wrapping_sub(get_u32(previous, 0)).to_le_bytes());
-    for k in 0..boids {
-        let at = 4 + k * BOID_BYTES;
-        let (x, y, vx, vy) = boid_at(frame, at);
-        let (px, py, pvx, pvy) = predicted(previous, at);
-        put_boid(
-            out,
-            at,
-            (
-                x.wrapping_sub(px),
-                y.wrapping_sub(py),
-                vx.wrapping_sub(pvx),
-                vy.wrapping_sub(pvy),
-            ),
-        );
-    }
-    let rest = 4 + boids * BOID_BYTES;
-    for ((o, a), b) in out[rest..].iter_mut().zip(&frame[rest..]).zip(&previous[rest..]) {
-        *o = a ^ b;
-    }
+/// Whether `predict` takes a frame to its residual or back.
+#[derive(Clone, Copy)]
+enum Way {
+    ToResidual,
+    FromResidual,
 }
 
-/// The inverse of `residual`.
-fn unresidual(stored: &[u8], previous: &[u8], out: &mut [u8], boids: usize) {
-    out[..4].copy_from_slice(
-        &get_u32(stored, 0)
-            .wrapping_add(get_u32(previous, 0))
-            .to_le_bytes(),
-    );
+/// `frame` as stored (its residual from the prediction out of `previous`, module doc), or
+/// back: the same walk, subtracting the prediction one way and adding it the other.
+fn predict(way: Way, input: &[u8], previous: &[u8], out: &mut [u8], boids: usize) {
+    let op = |a: u32, b: u32| match way {
+        Way::ToResidual => a.wrapping_sub(b),
+        Way::FromResidual => a.wrapping_add(b),
+    };
+    let op16 = |a: u16, b: u16| op(a.into(), b.into()) as u16;
+    out[..4].copy_from_slice(&op(get_u32(input, 0), get_u32(previous, 0)).to_le_bytes());
     for k in 0..boids {
         let at = 4 + k * BOID_BYTES;
-        let (x, y, vx, vy) = boid_at(stored, at);
+        let (x, y, vx, vy) = boid_at(input, at);
         let (px, py, pvx, pvy) = predicted(previous, at);
-        put_boid(
-            out,
-            at,
-            (
-                x.wrapping_add(px),
-                y.wrapping_add(py),
-                vx.wrapping_add(pvx),
-                vy.wrapping_add(pvy),
-            ),
-        );
+        put_boid(out, at, (op(x, px), op(y, py), op16(vx, pvx), op16(vy, pvy)));
     }
     let rest = 4 + boids * BOID_BYTES;
-    for ((o, a), b) in out[rest..].iter_mut().zip(&stored[rest..]).zip(&previous[rest..]) {
+    for ((o, a), b) in out[rest..].iter_mut().zip(&input[rest..]).zip(&previous[rest..]) {
         *o = a ^ b;
     }
 }

@@ -298,19 +298,9 @@ impl Store {
         holder: &Holder,
         lineage: i64,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE worlds SET lineage = $1 WHERE id = $2 AND owner_node = $3 AND epoch = $4 \
-             AND created_unix_ms = $5",
-        )
-        .bind(lineage)
-        .bind(world_id)
-        .bind(&holder.node)
-        .bind(holder.epoch)
-        .bind(holder.created_unix_ms)
-        .execute(&self.pool)
-        .await
-        .map_err(q("set lineage"))?;
-        Ok(done.rows_affected() == 1)
+        // An integer, formatted into the statement: nothing from outside.
+        self.update_held(&format!("lineage = {lineage}"), world_id, holder, "set lineage")
+            .await
     }
 
     /// Closes a running segment with what its recording says; false (and nothing
