@@ -2,8 +2,8 @@
 
 use super::{assert_same_run, run, scripted, small_config};
 use migratory_kernel::{
-    restore_checkpoint, save_checkpoint, save_checkpoint_unsealed, CheckpointError, Input, ScriptConfig,
-    TickInputs, World,
+    restore_checkpoint, restore_checkpoint_with_terrain, save_checkpoint, save_checkpoint_unsealed,
+    CheckpointError, Input, ScriptConfig, TickInputs, World,
 };
 use proptest::prelude::*;
 
@@ -192,6 +192,24 @@ fn bad_checkpoints_are_clear_errors() {
         CheckpointError::Corrupted { .. }
     ));
     restore_checkpoint(&bytes, 3).unwrap();
+}
+
+#[test]
+fn a_restore_on_a_held_terrain_equals_one_that_generates_it_and_refuses_another() {
+    let stream = scripted_stream(4, 60, 4);
+    let mut world = World::new(small_config(4), 1).unwrap();
+    run(&mut world, &stream[..30]);
+    let bytes = save_checkpoint(&world);
+    let mut held = restore_checkpoint_with_terrain(&bytes, world.terrain().clone(), 2).unwrap();
+    let mut generated = restore_checkpoint(&bytes, 1).unwrap();
+    assert_eq!(held.state_root(), generated.state_root());
+    let (a, b) = (run(&mut held, &stream[30..]), run(&mut generated, &stream[30..]));
+    assert_same_run(4, "restored on a held terrain vs generated", &b, &a);
+    let other = World::new(small_config(5), 1).unwrap();
+    assert!(matches!(
+        restore_checkpoint_with_terrain(&bytes, other.terrain().clone(), 1).map(|_| ()),
+        Err(CheckpointError::TerrainMismatch)
+    ));
 }
 
 #[test]

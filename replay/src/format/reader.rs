@@ -5,7 +5,9 @@ use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
-use migratory_kernel::{restore_checkpoint, CheckpointError, TickInputs, World};
+use std::sync::Arc;
+
+use migratory_kernel::{restore_checkpoint_with_terrain, CheckpointError, Terrain, TickInputs, World};
 use rkyv::rancor;
 
 use super::layout::{
@@ -80,6 +82,9 @@ pub struct Recording {
     /// Total file length.
     pub file_bytes: u64,
     source: std::cell::RefCell<Box<dyn Source>>,
+    /// The config's terrain, generated once (about 200 ms for the default world) and
+    /// shared by every world this recording builds.
+    terrain: std::cell::OnceCell<Arc<Terrain>>,
 }
 
 /// How `scan` takes damage at the end of the file.
@@ -221,6 +226,7 @@ impl Recording {
             torn_tail: None,
             file_bytes,
             source: std::cell::RefCell::new(src),
+            terrain: std::cell::OnceCell::new(),
             meta,
         };
         rec.scan((FILE_HEADER_BYTES + body_len as usize) as u64, tail)?;
@@ -489,28 +495,49 @@ impl Recording {
         let bad = |reason: String| corrupted(f.offset, Some((f.first_tick, f.first_tick)), reason);
         let bytes = zstd::bulk::decompress(&payload, RECORD_PAYLOAD_BYTES_MAX as usize)
             .map_err(|e| bad(format!("checkpoint does not decompress: {e}")))?;
-        let world = restore_checkpoint(&bytes, shard_count).map_err(|e| match e {
-            // Not damage: the recording predates (or postdates) this build's rules or
-            // checkpoint format.
-            CheckpointError::RulesMismatch { .. }
-            | CheckpointError::UpgradeRequired { .. }
-            | CheckpointError::UnsupportedVersion { .. } => RecordingError::CheckpointIncompatible {
-                offset: f.offset,
-                tick: f.first_tick,
-                reason: e.to_string(),
-            },
-            e => bad(format!("checkpoint invalid: {e}")),
-        })?;
+        let world =
+            restore_checkpoint_with_terrain(&bytes, self.terrain()?, shard_count).map_err(|e| match e {
+                // Not damage: the recording predates (or postdates) this build's rules or
+                // checkpoint format.
+                CheckpointError::RulesMismatch { .. }
+                | CheckpointError::UpgradeRequired { .. }
+                | CheckpointError::UnsupportedVersion { .. } => RecordingError::CheckpointIncompatible {
+                    offset: f.offset,
+                    tick: f.first_tick,
+                    reason: e.to_string(),
+                },
+                e => bad(format!("checkpoint invalid: {e}")),
+            })?;
         if world.tick() != f.first_tick || world.config() != &self.meta.config {
             return Err(bad("checkpoint tick or config differs from the recording".into()));
         }
         Ok(world)
     }
 
+    /// The terrain the recording's config generates (made on first use, then shared).
+    pub fn terrain(&self) -> Result<Arc<Terrain>, RecordingError> {
+        if let Some(t) = self.terrain.get() {
+            return Ok(t.clone());
+        }
+        let rejected = |e: String| {
+            corrupted(
+                FILE_HEADER_BYTES as u64,
+                None,
+                format!("world config rejected: {e}"),
+            )
+        };
+        self.meta.config.validate().map_err(|e| rejected(e.to_string()))?;
+        let t = Terrain::generate(&self.meta.config)
+            .map(Arc::new)
+            .map_err(|e| rejected(e.to_string()))?;
+        Ok(self.terrain.get_or_init(|| t).clone())
+    }
+
     /// The world the recording starts from.
     pub fn start_world(&self, shard_count: usize) -> Result<World, RecordingError> {
         if self.meta.start_tick == 0 {
-            return World::new(self.meta.config.clone(), shard_count).map_err(|e| {
+            let terrain = self.terrain()?;
+            return World::with_terrain(self.meta.config.clone(), terrain, shard_count).map_err(|e| {
                 corrupted(
                     FILE_HEADER_BYTES as u64,
                     None,
