@@ -62,6 +62,16 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("../web/replay.js"),
     ),
     (
+        "timeline.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../web/timeline.js"),
+    ),
+    (
+        "playback.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../web/playback.js"),
+    ),
+    (
         "protocol.js",
         "text/javascript; charset=utf-8",
         include_str!("../web/protocol.js"),

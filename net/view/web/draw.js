@@ -5,11 +5,21 @@
 import { ZONE_TOWN } from "./protocol.js";
 
 export const canvas = document.getElementById("view");
-export const ctx = canvas.getContext("2d");
+// Opaque: the background is painted every frame, and an opaque canvas composites for less
+// (side by side in net/bench/replay_playback.sh, headless Chromium, 4x: 40.5-44.3 frames
+// per second against 37.3-41.9 with alpha).
+export const ctx = canvas.getContext("2d", { alpha: false });
 export const camera = { x_mm: 0, y_mm: 0, mmPerPx: 200, follow: true };
 
 export function toScreen(x_mm, y_mm) {
   return [(x_mm - camera.x_mm) / camera.mmPerPx + canvas.width / 2 / devicePixelRatio, (y_mm - camera.y_mm) / camera.mmPerPx + canvas.height / 2 / devicePixelRatio];
+}
+
+/** [k, ox, oy] with a world point's screen position x_mm * k + ox, y_mm * k + oy (what
+ * `toScreen` computes, without an array per point: for drawing thousands). */
+export function screenTransform() {
+  const k = 1 / camera.mmPerPx;
+  return [k, canvas.width / 2 / devicePixelRatio - camera.x_mm * k, canvas.height / 2 / devicePixelRatio - camera.y_mm * k];
 }
 
 export function toWorld(px, py) {
@@ -28,7 +38,7 @@ export function circle(x_mm, y_mm, r_mm, stroke, fill = null, dash = []) {
 
 // A boid is one small filled triangle with its corners computed here; avatars are kept
 // until `flushEntities`, so they are drawn above every boid. Measured side by side with
-// net/bench/viewer_frames.sh (5,032 entities, headless Chromium, software rendering), draw
+// net/bench/viewer_frames.sh, since folded into replay_playback.sh (5,032 entities, headless Chromium, software rendering), draw
 // time per frame, median: this 5.7-6.0 ms; save/translate/rotate/restore per boid 9.3 ms;
 // setTransform per boid 7.0 ms; a 64-heading sprite sheet 18-20 ms; one Path2D for all
 // boids 55 ms.

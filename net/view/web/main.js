@@ -443,15 +443,20 @@ $("joinform").addEventListener("submit", (e) => {
   connect($("name").value.trim() || "player", e.submitter?.id === "spectate");
 });
 
-startReplay(state).catch((e) => console.error(e));
+/** Fits the whole world on screen, above the replay's controls when they are there. */
+state.fitWorld = () => {
+  const t = state.terrain;
+  if (!t) return;
+  const bar = document.getElementById("replay");
+  const below = bar ? Math.max(0, innerHeight - bar.getBoundingClientRect().top) : 0;
+  state.camera.mmPerPx = t.worldSizeMm / Math.max(100, Math.min(innerWidth, innerHeight - below));
+  state.camera.x_mm = t.worldSizeMm / 2;
+  state.camera.y_mm = t.worldSizeMm / 2 + (below / 2) * state.camera.mmPerPx;
+};
 
-loadTerrain()
-  .then(() => {
-    const t = state.terrain;
-    state.camera.x_mm = state.camera.y_mm = t.worldSizeMm / 2;
-    state.camera.mmPerPx = t.worldSizeMm / Math.min(innerWidth, innerHeight);
-  })
-  .catch((e) => console.error(e));
+startReplay(state).then((replaying) => { if (replaying) state.fitWorld(); }).catch((e) => console.error(e));
+
+loadTerrain().then(() => state.fitWorld()).catch((e) => console.error(e));
 setInterval(sendInput, 50);
 setInterval(() => { if (ws?.readyState === WebSocket.OPEN) ws.send(encodePing(performance.now() * 1000)); }, 1000);
 requestAnimationFrame(draw);

@@ -4,21 +4,13 @@
 // a click inspects an entity (its fields as `migratory-replay inspect` prints them, and
 // its track); with --compare, the first divergent tick and the entities that differ.
 
-import { circle, ctx, drawAvatar, drawBoid, flushEntities, toScreen } from "./draw.js";
-import { MARKER, REPLAY_STATE } from "./layout.js";
+import { circle, ctx, drawAvatar, drawBoid, flushEntities, screenTransform, toScreen } from "./draw.js";
+import { MARKER } from "./layout.js";
+import { Playback, framesOf } from "./playback.js";
+import { createTimeline } from "./timeline.js";
 import { KIND_AVATAR } from "./snapshot.js";
 
 const $ = (id) => document.getElementById(id);
-
-/** Marker kinds (codes from layout.js, generated from net/view/src/replay/analysis.rs): colour, row, label. */
-const MARKERS = {
-  [MARKER.JOIN]: ["#70e090", 0, "join"],
-  [MARKER.LEAVE]: ["#a0b0b8", 0, "leave"],
-  [MARKER.SPECTATE]: ["#70b0ff", 0, "spectate"],
-  [MARKER.CAST]: ["#f0c060", 1, "cast"],
-  [MARKER.CATCH]: ["#ff9040", 2, "catch"],
-  [MARKER.UNACKED]: ["#ff5050", 3, "not acked"],
-};
 
 let lastFrameMs = performance.now();
 
@@ -35,15 +27,23 @@ export async function startReplay(state) {
   if (!resp || resp.status !== 200) return false;
   const info = await resp.json();
   const r = {
-    info, tick: info.start_tick, shown: null, entities: [], playing: false, speed: 1, inFlight: false,
+    info, tick: info.start_tick, shown: null, frame: null, playing: false, speed: 1, inFlight: false,
+    playback: new Playback(info),
+    /** States shown so far (a new tick drawn counts once), for the playback benchmark. */
+    statesShown: 0,
     selected: null, inspected: null, inspectBusy: false,
     client: null, clientView: null, clientBusy: false,
-    markers: null, markersDrawnFor: null, markersDrawn: 0,
+    markers: null, timeline: null, bookmarks: [],
     divergence: null, highlight: new Set(),
+    /** Every entity at the tick shown, as objects (for tests and the console). */
+    get entities() {
+      const f = r.frame;
+      return f ? Array.from({ length: f.n }, (_, i) => f.entity(i)) : [];
+    },
     /** Where entity `id` is drawn, in CSS pixels (for tests and the console). */
     screenOf(id) {
-      const e = r.entities.find((e) => e.id === id);
-      return e ? toScreen(e.x_mm, e.y_mm) : null;
+      const i = r.frame ? r.frame.indexOf(id) : -1;
+      return i >= 0 ? toScreen(r.frame.x(i), r.frame.y(i)) : null;
     },
   };
   state.replay = r;
@@ -54,9 +54,9 @@ export async function startReplay(state) {
   const bar = document.createElement("div");
   bar.id = "replay";
   // The play button keeps one width whatever its label, so the slider beside it stays put.
-  bar.innerHTML = `<button id="replay-back" title="step back (Left)">&#9664;</button><button id="replay-play" style="min-width:4.5em" title="play or pause (Space)">play</button><button id="replay-step" title="step (Right)">&#9654;</button>
+  bar.innerHTML = `<div id="replay-lanes"></div><button id="replay-back" title="step back (Left)">&#9664;</button><button id="replay-play" style="min-width:4.5em" title="play or pause (Space)">play</button><button id="replay-step" title="step (Right)">&#9654;</button>
     <select id="replay-speed">${[0.25, 0.5, 1, 2, 4, 8, 16].map((v) => `<option value="${v}"${v === 1 ? " selected" : ""}>${v}x</option>`).join("")}</select>
-    <div id="replay-timeline"><canvas id="replay-markers" height="16"></canvas>
+    <div id="replay-timeline">
       <input id="replay-slider" type="range" min="${info.start_tick}" max="${info.last_tick}" value="${info.start_tick}"></div>
     <span>tick <b id="replay-tick">-</b> / ${info.last_tick}</span>
     <select id="replay-view"><option value="">god view</option></select>
@@ -70,6 +70,11 @@ export async function startReplay(state) {
   const side = document.createElement("div");
   side.id = "inspector";
   document.body.appendChild(side);
+  r.timeline = createTimeline($("replay-lanes"), r, {
+    seek: (tick) => { r.playing = false; r.tick = tick; },
+    select: (id) => { r.client = null; $("replay-view").value = ""; r.selected = id; r.inspected = null; state.camera.follow = true; },
+    asClient: (client) => { r.client = client; r.clientView = null; $("replay-view").value = String(client); state.camera.follow = true; },
+  });
   $("replay-play").onclick = () => togglePlay(r);
   $("replay-step").onclick = () => stepBy(r, 1);
   $("replay-back").onclick = () => stepBy(r, -1);
@@ -84,6 +89,8 @@ export async function startReplay(state) {
       ArrowLeft: () => stepBy(r, e.shiftKey ? -second : -1),
       Home: () => stepBy(r, -Infinity),
       End: () => stepBy(r, Infinity),
+      "]": () => r.timeline.jump(1),
+      "[": () => r.timeline.jump(-1),
       "?": () => $("replay-help").click(),
       Escape: () => { help.style.display = "none"; },
     }[e.key];
@@ -99,7 +106,6 @@ export async function startReplay(state) {
     // As a client: the camera follows what it saw (a drag frees it, F follows again).
     state.camera.follow = r.client !== null;
     r.clientView = null;
-    r.markersDrawnFor = null;
   };
   $("replay-link").onclick = () => {
     const done = (what) => { $("replay-link").textContent = what; setTimeout(() => { $("replay-link").textContent = "copy link"; }, 1500); };
@@ -153,7 +159,6 @@ async function pollMarkers(r) {
       const m = await json(`/replay/markers?from=${all.length}`);
       if (m.from === all.length) for (const row of m.markers) all.push(row);
       r.markers = { ...m, markers: all };
-      r.markersDrawnFor = null;
       const select = $("replay-view");
       for (const c of m.clients) {
         if (![...select.options].some((o) => o.value === String(c.client))) {
@@ -215,6 +220,8 @@ const KEYS = [
   ["Right / Left", "one tick forward / back"],
   ["Shift + Right / Left", "one second forward / back"],
   ["Home / End", "first / last tick"],
+  ["[ / ]", "previous / next event (of the lane focused by a click on its name)"],
+  ["drag on the timeline", "zoom to that range (wheel: zoom; double click: whole recording)"],
   ["?", "this list"],
 ];
 
@@ -234,10 +241,18 @@ function stepBy(r, n) {
 export function drawReplay(state) {
   const r = state.replay;
   const now = performance.now();
+  const p = r.playback;
   if (r.playing) {
-    r.tick = Math.min(r.tick + (r.speed * r.info.tick_rate_hz * (now - lastFrameMs)) / 1000, r.info.last_tick);
-    if (r.tick >= r.info.last_tick) r.playing = false;
-  }
+    p.fill(Math.floor(r.tick), r.speed);
+    // The clock waits for states not fetched yet rather than skip them.
+    const newest = p.newest();
+    const until = newest === null ? r.tick : newest >= r.info.last_tick ? r.info.last_tick : newest + p.stride - 1e-6;
+    r.tick = Math.min(r.tick + (r.speed * r.info.tick_rate_hz * (now - lastFrameMs)) / 1000, Math.max(until, r.tick), r.info.last_tick);
+    const f = p.take(Math.floor(r.tick));
+    if (f) show(r, f);
+    // At the end (the last tick may lie between two strides: a pause then fetches it).
+    if (r.tick >= r.info.last_tick && (p.newest() ?? -Infinity) + p.stride > r.info.last_tick) r.playing = false;
+  } else if (p.frames.length || p.inFlight) p.clear();
   lastFrameMs = now;
   const tick = Math.floor(r.tick);
   if (r.urlView && state.terrain) {
@@ -247,11 +262,11 @@ export function drawReplay(state) {
     r.urlView = null;
   }
   if (state.camera.follow) {
-    const target = r.client !== null ? r.clientView?.centre : r.entities.find((e) => e.id === r.selected);
-    const at = Array.isArray(target) ? target : target && [target.x_mm, target.y_mm];
+    const i = r.client === null && r.frame && r.selected !== null ? r.frame.indexOf(r.selected) : -1;
+    const at = r.client !== null ? r.clientView?.centre : i >= 0 ? [r.frame.x(i), r.frame.y(i)] : null;
     if (at && !(r.clientView?.missing && r.client !== null)) [state.camera.x_mm, state.camera.y_mm] = at;
   }
-  requestState(r, tick);
+  if (!r.playing) requestState(r, tick);
   if (r.client !== null) requestClient(r, tick);
   if (r.selected !== null) requestEntity(r);
   let boids = 0, avatars = 0;
@@ -268,17 +283,19 @@ export function drawReplay(state) {
     flushEntities();
     for (const [x, y, id] of rings) ring(x, y, id === r.selected ? "#40e0ff" : "#ff5050");
   } else {
-    const rings = [];
-    for (const e of r.entities) {
-      const [x, y] = toScreen(e.x_mm, e.y_mm);
-      if (e.id < r.info.boid_count) { boids++; drawBoid(x, y, e.vx, e.vy); } else { avatars++; drawAvatar(x, y); }
-      if (r.highlight.has(e.id) || e.id === r.selected) rings.push([x, y, e.id]);
+    const rings = [], f = r.frame, boidCount = r.info.boid_count;
+    const [k, ox, oy] = screenTransform();
+    const marked = r.highlight.size > 0 || r.selected !== null;
+    for (let i = 0; f && i < f.n; i++) {
+      const id = f.id(i), x = f.x(i) * k + ox, y = f.y(i) * k + oy;
+      if (id < boidCount) { boids++; drawBoid(x, y, f.vx(i), f.vy(i)); } else { avatars++; drawAvatar(x, y); }
+      if (marked && (r.highlight.has(id) || id === r.selected)) rings.push([x, y, id]);
     }
     flushEntities();
     for (const [x, y, id] of rings) ring(x, y, id === r.selected ? "#40e0ff" : "#ff5050");
   }
   drawTrack(r);
-  drawMarkers(r);
+  r.timeline.draw();
   inspector(r);
   $("replay-tick").textContent = r.shown ?? "-";
   $("replay-slider").value = String(tick);
@@ -323,27 +340,21 @@ export function pickAt(state, px, py) {
   state.camera.follow = best !== null;
 }
 
+/** Shows frame `f` (a new tick counts as a state shown). */
+function show(r, f) {
+  if (f.tick !== r.shown) r.statesShown++;
+  r.frame = f;
+  r.shown = f.tick;
+}
+
 function requestState(r, tick) {
   if (r.inFlight || tick === r.shown) return;
   r.inFlight = true;
   fetch(`/replay/state?tick=${tick}`)
     .then((resp) => (resp.ok ? resp.arrayBuffer() : Promise.reject(new Error(`HTTP ${resp.status}`))))
     .then((buf) => {
-      const dv = new DataView(buf);
-      const n = dv.getUint32(REPLAY_STATE.COUNT, true);
-      const entities = new Array(n);
-      for (let i = 0; i < n; i++) {
-        const o = REPLAY_STATE.HEADER_BYTES + REPLAY_STATE.ENTITY_BYTES * i;
-        entities[i] = {
-          id: dv.getUint32(o + REPLAY_STATE.ID, true),
-          x_mm: dv.getInt32(o + REPLAY_STATE.X_MM, true),
-          y_mm: dv.getInt32(o + REPLAY_STATE.Y_MM, true),
-          vx: dv.getInt16(o + REPLAY_STATE.VX, true),
-          vy: dv.getInt16(o + REPLAY_STATE.VY, true),
-        };
-      }
-      r.entities = entities;
-      r.shown = dv.getUint32(REPLAY_STATE.TICK, true);
+      // A seek answered after playback started is stale: playback shows its own frames.
+      if (!r.playing) show(r, framesOf(buf)[0]);
     })
     .catch((e) => console.warn("replay state", e))
     .finally(() => { r.inFlight = false; });
@@ -413,28 +424,4 @@ function inspector(r) {
     panel.innerHTML = html;
     panel.style.display = html ? "block" : "none";
   }
-}
-
-/** The timeline strip: one line per marker, a row per kind; unacked ones only for the
- * client being viewed. */
-function drawMarkers(r) {
-  const strip = $("replay-markers");
-  const width = $("replay-slider").clientWidth;
-  const key = `${r.markers?.markers.length}/${r.client}/${width}`;
-  if (!r.markers || r.markersDrawnFor === key) return;
-  r.markersDrawnFor = key;
-  strip.width = width;
-  const g = strip.getContext("2d");
-  g.clearRect(0, 0, strip.width, strip.height);
-  const { start_tick: a, last_tick: b } = r.info;
-  let drawn = 0;
-  for (const [tick, kind, client] of r.markers.markers) {
-    if (r.client !== null ? client !== r.client : kind === MARKER.UNACKED) continue;
-    const [colour, row] = MARKERS[kind] ?? ["#fff", 0];
-    const x = Math.round(((tick - a) / Math.max(b - a, 1)) * (width - 1));
-    g.fillStyle = colour;
-    g.fillRect(x, row * 4, 1, 4);
-    drawn++;
-  }
-  r.markersDrawn = drawn;
 }

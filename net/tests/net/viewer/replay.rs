@@ -176,6 +176,7 @@ fn the_replay_viewer_shows_the_recorded_world_at_a_sought_tick() {
         assert_eq!(line["drawn"].as_u64(), Some(expected.len() as u64));
     }
     check_markers(&rec, of("markers")[0]);
+    check_timeline(of("markers")[0], of("timeline")[0]);
     check_inspected(&rec, ticks[0], of("inspected")[0]);
     check_client_view(&rec, ticks[0], of("client")[0]);
     // As a client, the camera follows the centre of what it saw.
@@ -295,7 +296,7 @@ fn check_markers(rec: &migratory_replay::Recording, line: &Value) {
     let markers = &line["markers"];
     assert_eq!(markers["complete"], true);
     assert!(markers["error"].is_null(), "{}", markers["error"]);
-    let rows: Vec<[u32; 4]> = serde_json::from_value(markers["markers"].clone()).expect("rows");
+    let rows: Vec<[u32; 5]> = serde_json::from_value(markers["markers"].clone()).expect("rows");
     assert_eq!(
         markers["total"].as_u64(),
         Some(rows.len() as u64),
@@ -304,18 +305,45 @@ fn check_markers(rec: &migratory_replay::Recording, line: &Value) {
     let mut world = rec.start_world(1).expect("start");
     let (mut joins, mut leaves, mut casts, mut caught) =
         (Vec::new(), Vec::new(), BTreeMap::new(), BTreeMap::new());
+    // Every catch as a player's score rising: [tick, CATCH, client, boids, avatar id].
+    let mut catches = Vec::new();
     for t in rec.ticks_from(rec.first_tick()) {
         let t = t.expect("tick");
-        let out = world.step(&t.inputs);
+        let before: Vec<(bool, u32, u32)> = world
+            .players()
+            .iter()
+            .map(|p| (p.active, p.client, p.score))
+            .collect();
+        let avatars: BTreeMap<u32, u32> = (0..before.len() as u32)
+            .filter(|&s| before[s as usize].0)
+            .map(|s| (before[s as usize].1, world.avatar_id(s)))
+            .collect();
+        let out = world.step(&t.inputs).clone();
         for j in &out.joined {
             let kind = if j.spectator {
                 marker::SPECTATE
             } else {
                 marker::JOIN
             };
-            joins.push([out.tick, kind, j.client, 0]);
+            joins.push([out.tick, kind, j.client, 0, world.avatar_id(j.slot)]);
         }
-        leaves.extend(out.left.iter().map(|&c| [out.tick, marker::LEAVE, c, 0]));
+        leaves.extend(
+            out.left
+                .iter()
+                .map(|&c| [out.tick, marker::LEAVE, c, 0, avatars[&c]]),
+        );
+        for (slot, p) in world.players().iter().enumerate() {
+            let (was_active, client, score) = before[slot];
+            if p.active && was_active && p.client == client && p.score > score {
+                catches.push([
+                    out.tick,
+                    marker::CATCH,
+                    client,
+                    p.score - score,
+                    world.avatar_id(slot as u32),
+                ]);
+            }
+        }
         if out.casts.made > 0 {
             casts.insert(out.tick, out.casts.made);
         }
@@ -323,8 +351,8 @@ fn check_markers(rec: &migratory_replay::Recording, line: &Value) {
             caught.insert(out.tick, out.casts.caught);
         }
     }
-    let kind = |k: u32| -> Vec<[u32; 4]> { rows.iter().filter(|r| r[1] == k).copied().collect() };
-    let mut got_joins: Vec<[u32; 4]> = rows
+    let kind = |k: u32| -> Vec<[u32; 5]> { rows.iter().filter(|r| r[1] == k).copied().collect() };
+    let mut got_joins: Vec<[u32; 5]> = rows
         .iter()
         .filter(|r| r[1] == marker::JOIN || r[1] == marker::SPECTATE)
         .copied()
@@ -347,6 +375,10 @@ fn check_markers(rec: &migratory_replay::Recording, line: &Value) {
     );
     assert_eq!(per_tick(marker::CAST, false), casts);
     assert_eq!(per_tick(marker::CATCH, true), caught);
+    let mut got_catches = kind(marker::CATCH);
+    got_catches.sort();
+    catches.sort();
+    assert_eq!(got_catches, catches, "catches with their avatars");
     // Bots drop a fifth of their snapshots and never ack them.
     let unacked = kind(marker::UNACKED).len();
     assert!(unacked > 0, "no unacked snapshot marked");
@@ -357,6 +389,49 @@ fn check_markers(rec: &migratory_replay::Recording, line: &Value) {
         .sum();
     assert_eq!(total as usize, unacked);
     assert!(line["drawn"].as_u64().is_some_and(|n| n > 0));
+}
+
+/// The event timeline (its markers checked by `check_markers`): a drag zoomed to the 60
+/// ticks around the first catch, hovering it named it, clicking it showed its tick with the
+/// catching avatar selected, `]` (or `[`) in the focused casts lane went to the next (or
+/// previous) cast, and a
+/// double click showed the whole recording again.
+fn check_timeline(markers: &Value, line: &Value) {
+    let rows: Vec<[u32; 5]> = serde_json::from_value(markers["markers"]["markers"].clone()).expect("rows");
+    let row: [u32; 5] = serde_json::from_value(line["catchRow"].clone()).expect("catch row");
+    assert!(
+        rows.contains(&row) && row[1] == migratory_view::marker::CATCH,
+        "{line}"
+    );
+    let t = i64::from(row[0]);
+    let range: [i64; 2] = serde_json::from_value(line["range"].clone()).expect("range");
+    assert!(
+        (range[0] - (t - 30).max(0)).abs() <= 2 && (range[1] - (t + 30)).abs() <= 2,
+        "zoomed to {range:?} around tick {t}"
+    );
+    let tip = line["tip"].as_str().expect("tip");
+    assert!(
+        tip.starts_with(&format!("tick {t}: client {}", row[2]))
+            && tip.contains(&format!("caught {} boid", row[3])),
+        "{tip}"
+    );
+    assert_eq!(line["clicked"]["shown"], t, "{line}");
+    assert_eq!(line["clicked"]["selected"], row[4], "{line}");
+    let casts = rows
+        .iter()
+        .filter(|r| r[1] == migratory_view::marker::CAST)
+        .map(|r| i64::from(r[0]));
+    let next = match line["key"].as_str() {
+        Some("]") => casts.filter(|&c| c > t).min(),
+        Some("[") => casts.filter(|&c| c < t).max(),
+        _ => panic!("no key pressed: {line}"),
+    };
+    assert_eq!(line["next"].as_i64(), next, "{line}");
+    assert_eq!(
+        line["whole"],
+        serde_json::json!([0, markers["markers"]["scanned_tick"]]),
+        "{line}"
+    );
 }
 
 /// The inspector: the picked avatar's fields as `inspect --entity` makes them, and its
@@ -438,29 +513,11 @@ fn check_client_view(rec: &migratory_replay::Recording, tick: u32, line: &Value)
 #[test]
 fn the_replay_server_compares_shard_counts_and_refuses_bad_questions() {
     use crate::common::http_get;
-    use migratory_replay::tools::{synth, SynthOptions};
     use migratory_view::{view, Compare};
     let dir = crate::common::TempDir::new("replay-compare");
     let make = |name: &str, seed: u64| {
         let path = dir.path().join(name);
-        let config = migratory_replay::testkit::small_config(seed, 300);
-        let options = SynthOptions {
-            script: migratory_kernel::ScriptConfig {
-                seed,
-                clients: 3,
-                tick_rate_hz: config.tick_rate_hz,
-                ..migratory_kernel::ScriptConfig::default()
-            },
-            config,
-            ticks: 240,
-            shards: 1,
-            writer: migratory_replay::WriterOptions {
-                block_ticks: 20,
-                checkpoint_interval_ticks: 100,
-                fsync_every_blocks: 0,
-            },
-        };
-        synth(&options, &path).expect("synth");
+        synth_240_ticks(&path, seed);
         path
     };
     let (a, other_world) = (make("a.mrec", 3), make("b.mrec", 4));
@@ -541,5 +598,137 @@ fn the_replay_server_compares_shard_counts_and_refuses_bad_questions() {
             "{d}"
         );
         other.task.abort();
+    });
+}
+
+/// Synthesises 240 ticks of a small world with 3 scripted clients, a checkpoint every 100.
+fn synth_240_ticks(path: &std::path::Path, seed: u64) {
+    use migratory_replay::tools::{synth, SynthOptions};
+    let config = migratory_replay::testkit::small_config(seed, 300);
+    let options = SynthOptions {
+        script: migratory_kernel::ScriptConfig {
+            seed,
+            clients: 3,
+            tick_rate_hz: config.tick_rate_hz,
+            ..migratory_kernel::ScriptConfig::default()
+        },
+        config,
+        ticks: 240,
+        shards: 1,
+        writer: migratory_replay::WriterOptions {
+            block_ticks: 20,
+            checkpoint_interval_ticks: 100,
+            fsync_every_blocks: 0,
+        },
+    };
+    synth(&options, path).expect("synth");
+}
+
+/// Playback's windows (`/replay/states`) hold, frame by frame, the recorded world at each
+/// tick they name, as computed here independently (restore, then step): from the start,
+/// after a seek back that restores from the in-memory seek index the marker scan filled,
+/// and cut short at the recording's end; and a window out of bounds is refused.
+#[test]
+fn playback_windows_hold_the_recorded_world_at_each_tick() {
+    use migratory_view::{state_layout as at, view};
+    let dir = crate::common::TempDir::new("replay-windows");
+    let path = dir.path().join("w.mrec");
+    synth_240_ticks(&path, 6);
+    let rec = migratory_replay::Recording::open(&path).expect("open");
+    let boid_count = rec.meta.config.boid_count;
+    // Every frame of a window: its tick and records equal the world's at that tick.
+    let check = |bytes: &[u8], ticks: &[u32]| {
+        let mut offset = 0;
+        for &tick in ticks {
+            let word = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().expect("4 bytes"));
+            assert_eq!(word(offset + at::TICK), tick, "frame tick");
+            let n = word(offset + at::COUNT) as usize;
+            let world = rec.world_at(tick, 1).expect("world_at");
+            let avatars = world
+                .players()
+                .iter()
+                .filter(|p| p.active && !p.spectator)
+                .count();
+            assert_eq!(n, boid_count as usize + avatars, "entities at tick {tick}");
+            for k in 0..n {
+                let r = &bytes[offset + at::HEADER_BYTES + k * at::ENTITY_BYTES..][..at::ENTITY_BYTES];
+                let i32_at = |o: usize| i32::from_le_bytes(r[o..o + 4].try_into().expect("4 bytes"));
+                let i16_at = |o: usize| i16::from_le_bytes(r[o..o + 2].try_into().expect("2 bytes"));
+                let id = u32::from_le_bytes(r[at::ID..at::ID + 4].try_into().expect("4 bytes"));
+                let expected = if id < boid_count {
+                    let b = world.boid(id).expect("boid");
+                    (b.x_mm, b.y_mm, b.vx, b.vy)
+                } else {
+                    let slot = (0..world.players().len() as u32)
+                        .find(|&s| world.avatar_id(s) == id)
+                        .expect("an avatar's slot");
+                    let p = world.players()[slot as usize];
+                    let clamp = |v: i32| v.clamp(i16::MIN.into(), i16::MAX.into()) as i16;
+                    (p.x_mm, p.y_mm, clamp(p.vx), clamp(p.vy))
+                };
+                let got = (i32_at(at::X_MM), i32_at(at::Y_MM), i16_at(at::VX), i16_at(at::VY));
+                assert_eq!(got, expected, "entity {id} at tick {tick}");
+            }
+            offset += at::HEADER_BYTES + n * at::ENTITY_BYTES;
+        }
+        assert_eq!(offset, bytes.len(), "bytes past the last frame");
+    };
+    let rt = crate::common::runtime();
+    rt.block_on(async {
+        let v = view(path.clone(), "127.0.0.1:0".parse().expect("addr"), None)
+            .await
+            .expect("view");
+        let base = format!("http://{}", v.local_addr);
+        let get = |p: String| {
+            let url = format!("{base}{p}");
+            async move { migratory_wire::http::get(&url).await.expect("GET") }
+        };
+        let r = get("/replay/states?from=0&count=5&stride=1".into()).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        check(&r.body, &[0, 1, 2, 3, 4]);
+        // Once the scan is done, the seek index holds a checkpoint a second of ticks.
+        let mut index = Value::Null;
+        for _ in 0..400 {
+            let m: Value =
+                serde_json::from_str(&get("/replay/markers?from=0".into()).await.text()).expect("json");
+            if m["complete"] == true {
+                index = m["seek_index"].clone();
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        let hz = u64::from(rec.meta.config.tick_rate_hz);
+        assert_eq!(index["spacing_ticks"].as_u64(), Some(hz), "{index}");
+        assert_eq!(index["checkpoints"].as_u64(), Some(240 / hz), "{index}");
+        // Forward past a checkpoint of the recording, back to one of the index, across the
+        // end (a window stops at the last tick).
+        for (from, count, stride, ticks) in [
+            (150, 4, 7, vec![150, 157, 164, 171]),
+            (
+                hz as u32 + 3,
+                3,
+                2,
+                vec![hz as u32 + 3, hz as u32 + 5, hz as u32 + 7],
+            ),
+            (230, 20, 4, vec![230, 234, 238]),
+        ] {
+            let r = get(format!(
+                "/replay/states?from={from}&count={count}&stride={stride}"
+            ))
+            .await;
+            assert_eq!(r.status, 200, "{}", r.text());
+            check(&r.body, &ticks);
+        }
+        for (q, status) in [
+            ("from=0&count=0", 400),
+            ("from=0&count=121", 400),
+            ("from=0&count=2&stride=0", 400),
+            ("from=0&count=2&stride=3601", 400),
+            ("from=241&count=2", 422),
+        ] {
+            let r = get(format!("/replay/states?{q}")).await;
+            assert_eq!(r.status, status, "{q}: {}", r.text());
+        }
+        v.task.abort();
     });
 }

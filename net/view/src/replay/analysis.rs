@@ -1,5 +1,5 @@
 //! What `migratory-server view` works out about a whole recording in the background, while
-//! the page is already usable: the timeline's markers (joins, leaves, casts, catches, and
+//! the page is already usable: the seek index's checkpoints, the timeline's markers (joins, leaves, casts, catches, and
 //! per client the snapshots it never acknowledged), and with `--compare`, the first tick
 //! at which this recording and another one (or a replay at another shard count) diverge,
 //! with the entities whose fields differ.
@@ -13,6 +13,8 @@ use migratory_replay::divergence::{ChunkDiff, LeafKind};
 use migratory_replay::tools::{diff, verify};
 use migratory_replay::{Recording, RecordingError};
 use serde_json::{json, Value};
+
+use super::seek::SeekIndex;
 
 /// Marker kinds, as the page's timeline draws them (the codes are the JSON's).
 pub mod marker {
@@ -30,13 +32,15 @@ pub mod marker {
     pub const SPECTATE: u32 = 5;
 }
 
-/// Markers found so far. `markers` rows are `[tick, kind, client, n]`.
+/// Markers found so far. `markers` rows are `[tick, kind, client, n, entity]`: `entity`
+/// is the client's avatar id (the page selects it when the marker is clicked; a
+/// spectator's slot has one too, with nothing drawn).
 #[derive(Debug, Default)]
 pub struct Markers {
     pub complete: bool,
     pub scanned_tick: u32,
     pub error: Option<String>,
-    pub markers: Vec<[u32; 4]>,
+    pub markers: Vec<[u32; 5]>,
     /// Per client: name, spectator, first and last tick seen, unacknowledged snapshots.
     pub clients: BTreeMap<u32, ClientLine>,
 }
@@ -73,25 +77,27 @@ impl Markers {
 
 /// Steps the whole recording once (on its own thread and its own reader), publishing
 /// markers as it goes.
-pub fn scan_markers(path: PathBuf, out: Arc<Mutex<Markers>>) {
+pub fn scan_markers(path: PathBuf, out: Arc<Mutex<Markers>>, index: Arc<SeekIndex>) {
     let publish = |f: &mut dyn FnMut(&mut Markers)| {
         if let Ok(mut m) = out.lock() {
             f(&mut m);
         }
     };
-    if let Err(e) = scan(&path, &out) {
+    if let Err(e) = scan(&path, &out, &index) {
         let e = e.to_string();
         publish(&mut |m| m.error = Some(e.clone()));
     }
     publish(&mut |m| m.complete = true);
 }
 
-fn scan(path: &Path, published: &Mutex<Markers>) -> Result<(), RecordingError> {
+fn scan(path: &Path, published: &Mutex<Markers>, index: &SeekIndex) -> Result<(), RecordingError> {
     let rec = Recording::open(path)?;
     let mut world = rec.start_world(1)?;
     // Per client: snapshot ticks sent and not yet acknowledged (oldest first).
     let mut pending: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-    let mut found: Vec<[u32; 4]> = Vec::new();
+    let mut found: Vec<[u32; 5]> = Vec::new();
+    // Per client in the world: its avatar id (its slot's), for markers after it left.
+    let mut avatar_of: BTreeMap<u32, u32> = BTreeMap::new();
     let mut lines: BTreeMap<u32, ClientLine> = BTreeMap::new();
     let mut casters: Vec<(u32, u32, u32, u32)> = Vec::new(); // (client, slot, score, cast_ready_tick)
     for t in rec.ticks_from(rec.first_tick()) {
@@ -109,7 +115,8 @@ fn scan(path: &Path, published: &Mutex<Markers>) -> Result<(), RecordingError> {
                     if let Some(sent) = pending.get_mut(&client) {
                         let older = sent.iter().take_while(|&&s| s < tick).count();
                         for &s in &sent[..older] {
-                            found.push([s, marker::UNACKED, client, 0]);
+                            let avatar = avatar_of.get(&client).copied().unwrap_or(u32::MAX);
+                            found.push([s, marker::UNACKED, client, 0, avatar]);
                             if let Some(l) = lines.get_mut(&client) {
                                 l.unacked += 1;
                             }
@@ -122,6 +129,8 @@ fn scan(path: &Path, published: &Mutex<Markers>) -> Result<(), RecordingError> {
             }
         }
         world.step(&t.inputs);
+        // The scan steps every tick anyway: it fills the seek index as it goes.
+        index.offer(&world);
         let out = world.output();
         let tick = out.tick;
         // Lines first, so a snapshot in the join tick itself is counted.
@@ -131,7 +140,9 @@ fn scan(path: &Path, published: &Mutex<Markers>) -> Result<(), RecordingError> {
             } else {
                 marker::JOIN
             };
-            found.push([tick, kind, j.client, 0]);
+            let avatar = world.avatar_id(j.slot);
+            avatar_of.insert(j.client, avatar);
+            found.push([tick, kind, j.client, 0, avatar]);
             let p = world.players()[j.slot as usize];
             lines.entry(j.client).or_insert(ClientLine {
                 name: p.name().to_string(),
@@ -143,7 +154,8 @@ fn scan(path: &Path, published: &Mutex<Markers>) -> Result<(), RecordingError> {
             });
         }
         for &c in &out.left {
-            found.push([tick, marker::LEAVE, c, 0]);
+            let avatar = avatar_of.remove(&c).unwrap_or(u32::MAX);
+            found.push([tick, marker::LEAVE, c, 0, avatar]);
             pending.remove(&c);
         }
         for s in out.snapshots() {
@@ -165,10 +177,16 @@ fn scan(path: &Path, published: &Mutex<Markers>) -> Result<(), RecordingError> {
                 continue;
             }
             if p.cast_ready_tick != ready {
-                found.push([tick, marker::CAST, client, 0]);
+                found.push([tick, marker::CAST, client, 0, world.avatar_id(slot)]);
             }
             if p.score > score {
-                found.push([tick, marker::CATCH, client, p.score - score]);
+                found.push([
+                    tick,
+                    marker::CATCH,
+                    client,
+                    p.score - score,
+                    world.avatar_id(slot),
+                ]);
             }
         }
         // Publish every 512 ticks (a fraction of a second of work), not every tick.
@@ -180,7 +198,7 @@ fn scan(path: &Path, published: &Mutex<Markers>) -> Result<(), RecordingError> {
     Ok(())
 }
 
-fn flush(out: &Mutex<Markers>, tick: u32, found: &mut Vec<[u32; 4]>, lines: &BTreeMap<u32, ClientLine>) {
+fn flush(out: &Mutex<Markers>, tick: u32, found: &mut Vec<[u32; 5]>, lines: &BTreeMap<u32, ClientLine>) {
     if let Ok(mut m) = out.lock() {
         m.scanned_tick = tick;
         m.markers.append(found);

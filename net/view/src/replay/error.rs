@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use migratory_kernel::DecodeError;
+use migratory_kernel::{CheckpointError, DecodeError};
 use migratory_replay::RecordingError;
 use thiserror::Error;
 
@@ -55,6 +55,14 @@ pub enum QuestionError {
     NoSnapshot { client: u32, tick: u32 },
     #[error("the recording cannot be read: {0}")]
     Recording(#[from] RecordingError),
+    /// A checkpoint the seek index made in this process would not restore (a bug, not
+    /// bad input: the index holds only what this build saved).
+    #[error("the in-memory checkpoint of tick {tick} does not restore: {source}")]
+    Seek {
+        tick: u32,
+        #[source]
+        source: CheckpointError,
+    },
     #[error("client {client}'s snapshot of tick {tick} does not decode: {source}")]
     Snapshot {
         client: u32,
@@ -73,7 +81,9 @@ impl QuestionError {
             | QuestionError::NoEntity { .. }
             | QuestionError::ClientAbsent { .. }
             | QuestionError::NoSnapshot { .. } => true,
-            QuestionError::Recording(_) | QuestionError::Snapshot { .. } => false,
+            QuestionError::Recording(_) | QuestionError::Snapshot { .. } | QuestionError::Seek { .. } => {
+                false
+            }
         }
     }
 }

@@ -8,7 +8,8 @@
 //! `last_tick`, `tick_rate_hz`, `world_size_mm`, `boid_count`, `view_radius_mm`,
 //! `snapshot_interval_ticks`, `zones`), `/replay/markers?from=N` (JSON, grows while the
 //! scan runs: `complete`, `scanned_tick`, `total`, `markers` from index N on as `[tick,
-//! kind, client, n]` with the kinds of `analysis::marker`, `clients`), `/replay/divergence` (JSON `status`: `off`,
+//! kind, client, n, entity]` with the kinds of `analysis::marker` and the client's avatar id, `clients`, and `seek_index`:
+//! `checkpoints`, `bytes`, `spacing_ticks` of the in-memory checkpoints seeks restore from), `/replay/divergence` (JSON `status`: `off`,
 //! `pending`, `none`, `found` with `tick` and `entities`, or `error`),
 //! `/replay/entity?tick=T&id=ID` (JSON: the entity as `migratory-replay inspect` prints
 //! it, and its `track` as `[tick, x_mm, y_mm]` over the last `reader::TRACK_SECONDS`; an
@@ -17,7 +18,10 @@
 //! it, that snapshot's tick, baseline and size, and C's acked tick; a client not in the
 //! world at T, or with no snapshot yet, answers `{"absent": why}`: the page asks tick
 //! after tick, and a refusal would be an error in the console each time), and
-//! `/replay/state?tick=T`, the world at tick T:
+//! `/replay/state?tick=T`, the world at tick T, and `/replay/states?from=T&count=N&stride=S`
+//! (what playback draws next: the world at N ticks S apart from T, those inside the
+//! recording, one `/replay/state` answer after another; N at most
+//! `STATES_WINDOW_FRAMES_MAX`, S at most `STATES_STRIDE_TICKS_MAX`):
 //!
 //! | offset | size | field                                                  |
 //! |--------|------|--------------------------------------------------------|
@@ -28,6 +32,7 @@
 mod analysis;
 mod error;
 mod reader;
+mod seek;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -47,14 +52,29 @@ pub use analysis::{marker, Compare};
 pub use error::{QuestionError, ViewError};
 pub use reader::{state_layout, REPLAY_ENTITY_BYTES, TRACK_SECONDS};
 use reader::{Answer, Question, Request};
+use seek::{SeekIndex, SEEK_INDEX_BYTES_MAX};
 
 use crate::assets;
 
+/// Most frames one `/replay/states` answer holds (two seconds of the default world at
+/// 1x: about 10 MB with 5,000 boids).
+pub const STATES_WINDOW_FRAMES_MAX: u32 = 120;
+/// Widest stride `/replay/states` takes, in ticks.
+pub const STATES_STRIDE_TICKS_MAX: u32 = 3600;
+
+/// The page's questions go to two readers, each with its own recording and cursor world,
+/// so playback (one window of states after another) and the inspector's questions about
+/// the tick shown (an entity, a client's view) do not pull one cursor back and forth,
+/// and run on both cores.
 #[derive(Debug)]
 struct ViewState {
     info: Value,
-    requests: Mutex<mpsc::Sender<Request>>,
+    /// `/replay/state` and `/replay/states`.
+    playback: Mutex<mpsc::Sender<Request>>,
+    /// `/replay/entity` and `/replay/client`.
+    details: Mutex<mpsc::Sender<Request>>,
     markers: Arc<Mutex<analysis::Markers>>,
+    index: Arc<SeekIndex>,
     divergence: Arc<Mutex<Value>>,
 }
 
@@ -73,14 +93,20 @@ struct TickQuery {
 }
 
 #[derive(Debug, serde::Deserialize)]
+struct WindowQuery {
+    from: u32,
+    count: u32,
+    stride: Option<u32>,
+}
+
+#[derive(Debug, serde::Deserialize)]
 struct FromQuery {
     from: Option<usize>,
 }
 
-async fn ask(s: &ViewState, question: Question) -> Response {
+async fn ask(reader: &Mutex<mpsc::Sender<Request>>, question: Question) -> Response {
     let (tx, rx) = oneshot::channel();
-    let sent = s
-        .requests
+    let sent = reader
         .lock()
         .map(|r| r.send((question, tx)).is_ok())
         .unwrap_or(false);
@@ -115,35 +141,59 @@ fn status_of(e: &QuestionError) -> StatusCode {
 }
 
 async fn state(State(s): State<Arc<ViewState>>, Query(q): Query<TickQuery>) -> Response {
-    ask(&s, Question::State { tick: q.tick }).await
+    ask(&s.playback, Question::State { tick: q.tick }).await
+}
+
+async fn states(State(s): State<Arc<ViewState>>, Query(q): Query<WindowQuery>) -> Response {
+    let stride = q.stride.unwrap_or(1);
+    if !(1..=STATES_WINDOW_FRAMES_MAX).contains(&q.count) || !(1..=STATES_STRIDE_TICKS_MAX).contains(&stride)
+    {
+        let why = format!(
+            "count must be 1..={STATES_WINDOW_FRAMES_MAX} and stride 1..={STATES_STRIDE_TICKS_MAX} (got count={}, stride={stride})\n",
+            q.count
+        );
+        return (StatusCode::BAD_REQUEST, why).into_response();
+    }
+    let question = Question::States {
+        from: q.from,
+        count: q.count,
+        stride,
+    };
+    ask(&s.playback, question).await
 }
 
 async fn entity(State(s): State<Arc<ViewState>>, Query(q): Query<TickQuery>) -> Response {
     let Some(id) = q.id else {
         return (StatusCode::BAD_REQUEST, "id= is required\n").into_response();
     };
-    ask(&s, Question::Entity { tick: q.tick, id }).await
+    ask(&s.details, Question::Entity { tick: q.tick, id }).await
 }
 
 async fn client(State(s): State<Arc<ViewState>>, Query(q): Query<TickQuery>) -> Response {
     let Some(client) = q.client else {
         return (StatusCode::BAD_REQUEST, "client= is required\n").into_response();
     };
-    ask(&s, Question::Client { tick: q.tick, client }).await
+    ask(&s.details, Question::Client { tick: q.tick, client }).await
 }
 
 /// What the reader thread sends back once the recording is open: `/replay/info` and the
 /// terrain image.
-type Opened = Result<(Value, Vec<u8>), ViewError>;
+type Opened = Result<(Value, Vec<u8>, Arc<SeekIndex>), ViewError>;
 
-/// Opens the recording (on the reader thread, which keeps it), describes it.
-fn open(path: &std::path::Path) -> Result<(Recording, World, Value, Vec<u8>), ViewError> {
+/// Opens the recording and builds its first world (on a reader thread, which keeps them).
+fn open_cursor(path: &std::path::Path) -> Result<(Recording, World), ViewError> {
     let err = |source| ViewError::Open {
         path: path.to_path_buf(),
         source,
     };
     let rec = Recording::open(path).map_err(err)?;
     let world = rec.start_world(1).map_err(err)?;
+    Ok((rec, world))
+}
+
+/// Opens the recording (on the reader thread, which keeps it), describes it.
+fn open(path: &std::path::Path) -> Result<(Recording, World, Value, Vec<u8>), ViewError> {
+    let (rec, world) = open_cursor(path)?;
     let c = world.config().clone();
     let zones = world.zones();
     let zone = |kind: u8, z: &migratory_kernel::Zone| serde_json::json!({ "kind": kind, "x_mm": z.x_mm, "y_mm": z.y_mm, "radius_mm": z.radius_mm });
@@ -195,26 +245,39 @@ pub async fn view(
         .await
         .map_err(|_| ViewError::ReaderStopped)??;
     }
-    let (tx, rx) = mpsc::channel::<Request>();
+    let (playback, playback_rx) = mpsc::channel::<Request>();
+    let (details, details_rx) = mpsc::channel::<Request>();
     let (opened_tx, opened_rx) = mpsc::channel::<Opened>();
     let reader_path = path.clone();
-    spawn("replay-reader", move || match open(&reader_path) {
+    spawn("replay-playback", move || match open(&reader_path) {
         Ok((rec, world, info, terrain)) => {
-            let _ = opened_tx.send(Ok((info, terrain)));
-            reader::serve(rec, world, rx);
+            // Checkpoints one second of ticks apart to begin with.
+            let spacing_ticks = rec.meta.config.tick_rate_hz.max(1);
+            let index = Arc::new(SeekIndex::new(spacing_ticks, SEEK_INDEX_BYTES_MAX));
+            let _ = opened_tx.send(Ok((info, terrain, index.clone())));
+            reader::serve(rec, world, index, playback_rx);
         }
         Err(e) => {
             let _ = opened_tx.send(Err(e));
         }
     })?;
-    let (info, terrain) = tokio::task::spawn_blocking(move || opened_rx.recv())
+    let (info, terrain, index) = tokio::task::spawn_blocking(move || opened_rx.recv())
         .await
         .map_err(|_| ViewError::ReaderStopped)?
         .map_err(|_| ViewError::ReaderStopped)??;
+    let (details_path, details_index) = (path.clone(), index.clone());
+    spawn("replay-details", move || {
+        // The first reader opened this file a moment ago; should it fail now, every
+        // question to this reader answers "the reader stopped".
+        if let Ok((rec, world)) = open_cursor(&details_path) {
+            reader::serve(rec, world, details_index, details_rx);
+        }
+    })?;
     let markers = Arc::new(Mutex::new(analysis::Markers::default()));
     let (scan_path, scan_out) = (path.clone(), markers.clone());
+    let scan_index = index.clone();
     spawn("replay-markers", move || {
-        analysis::scan_markers(scan_path, scan_out)
+        analysis::scan_markers(scan_path, scan_out, scan_index)
     })?;
     let divergence = Arc::new(Mutex::new(match compare {
         Some(_) => analysis::pending(),
@@ -235,8 +298,10 @@ pub async fn view(
     let terrain = axum::body::Bytes::from(terrain);
     let state_ = Arc::new(ViewState {
         info,
-        requests: Mutex::new(tx),
+        playback: Mutex::new(playback),
+        details: Mutex::new(details),
         markers,
+        index,
         divergence,
     });
     let app = Router::new()
@@ -249,7 +314,9 @@ pub async fn view(
             get(
                 |State(s): State<Arc<ViewState>>, Query(q): Query<FromQuery>| async move {
                     let from = q.from.unwrap_or(0);
-                    let v = s.markers.lock().map(|m| m.to_json(from)).unwrap_or_default();
+                    let mut v = s.markers.lock().map(|m| m.to_json(from)).unwrap_or_default();
+                    let (checkpoints, bytes, spacing_ticks) = s.index.stats();
+                    v["seek_index"] = serde_json::json!({ "checkpoints": checkpoints, "bytes": bytes, "spacing_ticks": spacing_ticks });
                     axum::Json(v)
                 },
             ),
@@ -262,6 +329,7 @@ pub async fn view(
             }),
         )
         .route("/replay/state", get(state))
+        .route("/replay/states", get(states))
         .route("/replay/entity", get(entity))
         .route("/replay/client", get(client))
         .with_state(state_)

@@ -7,15 +7,17 @@
 //! anything else restores the nearest checkpoint at or before the tick and steps from
 //! there, so any answer costs at most one checkpoint interval of steps.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 
-use migratory_kernel::{decode_snapshot_header, World};
+use migratory_kernel::{decode_snapshot_header, restore_checkpoint_with_terrain, World};
+use migratory_replay::format::RecordInfo;
 use migratory_replay::tools::entity_report;
-use migratory_replay::Recording;
+use migratory_replay::{Recording, RecordingError};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use super::error::QuestionError;
+use super::seek::SeekIndex;
 
 /// `/replay/state`'s layout (the table in the parent module's doc): a header, then one
 /// record per entity. The page's `layout.js` is generated from these.
@@ -39,14 +41,23 @@ pub mod state_layout {
 
 /// Bytes of one entity record in `/replay/state`.
 pub const REPLAY_ENTITY_BYTES: usize = state_layout::ENTITY_BYTES;
+/// Ticks the cursor steps forward rather than restore a nearer checkpoint: 120 steps of
+/// the default world take about 50 ms.
+const STEPS_RATHER_THAN_RESTORE: u32 = 120;
 /// How far back an entity's track reaches, in seconds.
 pub const TRACK_SECONDS: u32 = 3;
+
+/// A checkpoint of the seek index: its tick and bytes.
+type InMemory = (u32, Arc<Vec<u8>>);
 
 /// What the page asks the reader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Question {
     /// Every entity at a tick (the binary layout in the parent module's doc).
     State { tick: u32 },
+    /// Every entity at `count` ticks `stride` apart from `from` on (those inside the
+    /// recording), one `State` answer after another: what playback draws next.
+    States { from: u32, count: u32, stride: u32 },
     /// One entity's fields at a tick (as `migratory-replay inspect --entity` prints them)
     /// and its positions over the `TRACK_SECONDS` before.
     Entity { tick: u32, id: u32 },
@@ -68,7 +79,8 @@ pub type Request = (Question, oneshot::Sender<Result<Answer, QuestionError>>);
 struct Cursor {
     rec: Recording,
     world: World,
-    checkpoint_interval_ticks: u32,
+    /// Checkpoints in memory, shared with the other reader and the marker scan.
+    index: Arc<SeekIndex>,
     /// The client whose snapshots the cursor keeps while it steps (the page asks about one
     /// client at a time, tick after tick).
     watch: Option<Watch>,
@@ -152,12 +164,27 @@ impl Watch {
 }
 
 impl Cursor {
-    /// Moves the world to `tick` (inside the recording).
+    /// Moves the world to `tick` (inside the recording): steps forward when no checkpoint
+    /// (the seek index's or the recording's) is nearer, else restores the nearest one.
     fn goto(&mut self, tick: u32) -> Result<(), QuestionError> {
         self.check(tick)?;
-        let now = self.world.tick();
-        if tick < now || tick - now > self.checkpoint_interval_ticks {
-            self.world = self.rec.world_at(tick, 1)?;
+        let (in_memory, on_disk) = self.restore_points(tick);
+        if !self.steps_to(tick, &in_memory, on_disk) {
+            self.world = match (in_memory, on_disk) {
+                (Some((at, bytes)), f) if f.is_none_or(|f| f.first_tick <= at) => {
+                    restore_checkpoint_with_terrain(&bytes, self.world.terrain().clone(), 1)
+                        .map_err(|source| QuestionError::Seek { tick: at, source })?
+                }
+                (_, Some(f)) => match self.rec.restore_checkpoint(&f, 1) {
+                    // Checkpoints of other rules cannot be restored, but a recording that
+                    // starts at tick 0 can still be replayed from its start.
+                    Err(RecordingError::CheckpointIncompatible { .. }) if self.rec.meta.start_tick == 0 => {
+                        self.rec.start_world(1)?
+                    }
+                    w => w?,
+                },
+                (_, None) => self.rec.start_world(1)?,
+            };
             if let Some(w) = &mut self.watch {
                 w.restart(&self.world);
             }
@@ -176,6 +203,7 @@ impl Cursor {
         for t in self.rec.ticks_from(self.world.tick() + 1) {
             let t = t?;
             self.world.step(&t.inputs);
+            self.index.offer(&self.world);
             if let Some(w) = &mut self.watch {
                 w.observe(&self.world);
             }
@@ -194,6 +222,18 @@ impl Cursor {
             Question::State { tick } => {
                 self.goto(tick)?;
                 Ok(Answer::Bytes(encode_state(&self.world)))
+            }
+            Question::States { from, count, stride } => {
+                assert!(stride > 0 && count > 0, "the route checks the window");
+                self.check(from)?;
+                let last = self.rec.last_tick();
+                let mut out = Vec::new();
+                let ticks = (0..count).map(|k| u64::from(from) + u64::from(k) * u64::from(stride));
+                for tick in ticks.take_while(|&t| t <= u64::from(last)) {
+                    self.goto(tick as u32)?;
+                    out.extend_from_slice(&encode_state(&self.world));
+                }
+                Ok(Answer::Bytes(out))
             }
             Question::Entity { tick, id } => self.entity(tick, id),
             Question::Client { tick, client } => self.client_view(tick, client),
@@ -263,11 +303,30 @@ impl Cursor {
         self.step_to(tick)
     }
 
-    /// Whether the cursor can step to `tick` (at or ahead of it, by at most a checkpoint
-    /// interval) rather than restore a checkpoint.
+    /// Whether the cursor would step to `tick` rather than restore a checkpoint.
     fn near(&self, tick: u32) -> bool {
+        let (in_memory, on_disk) = self.restore_points(tick);
+        self.steps_to(tick, &in_memory, on_disk)
+    }
+
+    /// The checkpoints nearest at or before `tick`: the seek index's and the recording's.
+    fn restore_points(&self, tick: u32) -> (Option<InMemory>, Option<RecordInfo>) {
+        let on_disk = self
+            .rec
+            .checkpoints()
+            .filter(|f| f.first_tick <= tick)
+            .last()
+            .copied();
+        (self.index.nearest(tick), on_disk)
+    }
+
+    /// Whether going to `tick` steps from the cursor: it is at or before the tick, and
+    /// either close to it (`STEPS_RATHER_THAN_RESTORE` ticks: stepping on keeps what the
+    /// watch and the track have seen) or no checkpoint lies nearer.
+    fn steps_to(&self, tick: u32, in_memory: &Option<InMemory>, on_disk: Option<RecordInfo>) -> bool {
         let now = self.world.tick();
-        now <= tick && tick - now <= self.checkpoint_interval_ticks
+        let nearest = in_memory.as_ref().map(|m| m.0).max(on_disk.map(|f| f.first_tick));
+        now <= tick && (tick - now <= STEPS_RATHER_THAN_RESTORE || nearest.is_none_or(|b| b <= now))
     }
 
     /// An error for a tick outside the recording.
@@ -388,15 +447,11 @@ fn encode_state(world: &World) -> Vec<u8> {
 }
 
 /// The reader thread's loop: answers questions until every sender is gone.
-pub fn serve(rec: Recording, world: World, requests: mpsc::Receiver<Request>) {
-    let checkpoint_interval_ticks = rec
-        .checkpoints()
-        .nth(1)
-        .map_or(600, |c| c.first_tick.saturating_sub(rec.meta.start_tick).max(1));
+pub fn serve(rec: Recording, world: World, index: Arc<SeekIndex>, requests: mpsc::Receiver<Request>) {
     let mut cursor = Cursor {
         rec,
         world,
-        checkpoint_interval_ticks,
+        index,
         watch: None,
         track: None,
     };

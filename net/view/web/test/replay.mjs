@@ -32,8 +32,44 @@ try {
   await page.waitForFunction((t) => window.migratory.replay.shown === t, tick, { timeout: 10000 });
 
   // The markers: wait for the scan to finish and the strip to be drawn.
-  await page.waitForFunction(() => window.migratory.replay.markers?.complete && window.migratory.replay.markersDrawn > 0, null, { timeout: 20000 });
-  say("markers", await page.evaluate(() => ({ markers: window.migratory.replay.markers, drawn: window.migratory.replay.markersDrawn })));
+  await page.waitForFunction(() => window.migratory.replay.markers?.complete && window.migratory.replay.timeline.eventsDrawn > 0, null, { timeout: 20000 });
+  say("markers", await page.evaluate(() => ({ markers: window.migratory.replay.markers, drawn: window.migratory.replay.timeline.eventsDrawn })));
+
+  // The event timeline: drag across 60 ticks around the first catch to zoom there, hover
+  // the catch (its tooltip), click it (seek there, its avatar selected), `]` to the next
+  // cast, a double click for the whole recording again.
+  {
+    const box = await page.evaluate(() => { const b = document.getElementById("replay-events").getBoundingClientRect(); return [b.left, b.top]; });
+    const at = (tick, kind) => page.evaluate(([tick, kind]) => { const t = window.migratory.replay.timeline; return [t.xOf(tick), t.laneY(t.laneOfKind(kind))]; }, [tick, kind]);
+    const catchRow = await page.evaluate(() => window.migratory.replay.markers.markers.find((m) => m[1] === 3));
+    const [x0, y] = await at(catchRow[0] - 30, 3), [x1] = await at(catchRow[0] + 30, 3);
+    await page.mouse.move(box[0] + x0, box[1] + y);
+    await page.mouse.down();
+    await page.mouse.move(box[0] + (x0 + x1) / 2, box[1] + y, { steps: 4 });
+    await page.mouse.move(box[0] + x1, box[1] + y, { steps: 4 });
+    await page.mouse.up();
+    const range = await page.evaluate(() => [window.migratory.replay.timeline.from, window.migratory.replay.timeline.to]);
+    const [cx, cy] = await at(catchRow[0], 3);
+    await page.mouse.move(box[0] + cx, box[1] + cy);
+    const tip = await page.evaluate(() => document.getElementById("replay-tip").textContent);
+    await page.screenshot({ path: `${out}/replay-timeline.png` });
+    await page.mouse.click(box[0] + cx, box[1] + cy);
+    await page.waitForFunction((t) => window.migratory.replay.shown === t, catchRow[0], { timeout: 10000 });
+    const clicked = await page.evaluate(() => ({ shown: window.migratory.replay.shown, selected: window.migratory.replay.selected }));
+    // Focus the casts lane (a click on its name): `]` goes to the next cast (or `[` to
+    // the one before, when none follows).
+    const [, castY] = await at(catchRow[0], 2);
+    await page.mouse.click(box[0] + 10, box[1] + castY);
+    const key = (await page.evaluate((t) => window.migratory.replay.markers.markers.some((m) => m[1] === 2 && m[0] > t), catchRow[0])) ? "]" : "[";
+    await page.keyboard.press(key);
+    await page.waitForFunction((t) => window.migratory.replay.shown !== t && window.migratory.replay.shown === Math.floor(window.migratory.replay.tick), catchRow[0], { timeout: 10000 });
+    const next = await page.evaluate(() => window.migratory.replay.shown);
+    await page.mouse.dblclick(box[0] + cx, box[1] + cy);
+    const whole = await page.evaluate(() => [window.migratory.replay.timeline.from, window.migratory.replay.timeline.to]);
+    say("timeline", { catchRow, range, tip, clicked, key, next, whole });
+    await seek(tick);
+    await page.waitForFunction((t) => window.migratory.replay.shown === t, tick, { timeout: 10000 });
+  }
 
   // Click the first avatar: the inspector shows its fields and track.
   const avatar = await page.evaluate(() => {
