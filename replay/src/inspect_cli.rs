@@ -79,6 +79,12 @@ fn summary_text(r: &SummaryReport) {
     }
     let ticks: Vec<String> = r.checkpoints.iter().map(u32::to_string).collect();
     out!("{} blocks; checkpoints at ticks {}", r.blocks, ticks.join(", "));
+    if r.bookmarks.is_empty() {
+        out!("no bookmarks");
+    }
+    for b in &r.bookmarks {
+        out!("bookmark at tick {} by client {}: {:?}", b.tick, b.client, b.note);
+    }
     out!(
         "clients: {} joins, {} leaves, at most {} at once (tick {})",
         r.joins,

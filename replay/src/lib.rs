@@ -11,4 +11,6 @@ pub mod tools;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
-pub use format::{Recording, RecordingError, RecordingMeta, RecordingWriter, TickRoots, WriterOptions};
+pub use format::{
+    Bookmark, Recording, RecordingError, RecordingMeta, RecordingWriter, TickRoots, WriterOptions,
+};

@@ -187,7 +187,12 @@ struct Conn<S> {
     shared: Option<Arc<ClientShared>>,
     limiter: RateLimiter,
     last_client_seq: Option<u32>,
+    /// When this connection's last BOOKMARK was taken.
+    last_bookmark: Option<Instant>,
 }
+
+/// Least time between two BOOKMARKs a connection has recorded.
+const BOOKMARK_INTERVAL_MIN: Duration = Duration::from_secs(1);
 
 /// Serves one upgraded WebSocket connection until it ends.
 pub(crate) async fn run<S>(ws: WebSocketStream<S>, ctx: Arc<ConnectionCtx>, peer: Option<SocketAddr>)
@@ -207,6 +212,7 @@ where
         ctx,
         shared: None,
         last_client_seq: None,
+        last_bookmark: None,
     };
     let stop = conn.serve().await;
     let end = conn.finish(stop).await;
@@ -344,6 +350,7 @@ where
                 Ok(ClientMessage::Input(_)) => return Err(self.policy("INPUT before HELLO")),
                 Ok(ClientMessage::Camera(_)) => return Err(self.policy("CAMERA before HELLO")),
                 Ok(ClientMessage::Ack { .. }) => return Err(self.policy("ACK before HELLO")),
+                Ok(ClientMessage::Bookmark { .. }) => return Err(self.policy("BOOKMARK before HELLO")),
                 Err(e) => return Err(self.protocol_error(e)),
             }
         }
@@ -430,6 +437,24 @@ where
                 tick,
             },
             Ok(ClientMessage::Ping { nonce }) => return self.pong(nonce).await,
+            Ok(ClientMessage::Bookmark { note }) => {
+                // One a second per connection: a held key, or a client flooding the
+                // recording, costs nothing past that.
+                let now = Instant::now();
+                if self
+                    .last_bookmark
+                    .is_some_and(|t| now - t < BOOKMARK_INTERVAL_MIN)
+                {
+                    self.ctx.metrics.bookmarks_dropped_total.fetch_add(1, Relaxed);
+                    return Ok(());
+                }
+                self.last_bookmark = Some(now);
+                NetEvent::Bookmark {
+                    client,
+                    connection,
+                    note: note.to_string(),
+                }
+            }
             Ok(ClientMessage::Hello { .. }) => return Err(self.policy("HELLO sent twice")),
             Err(e) => return Err(self.protocol_error(e)),
         };

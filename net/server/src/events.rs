@@ -146,6 +146,13 @@ pub enum NetEvent {
         connection: u64,
         camera: CameraMsg,
     },
+    /// BOOKMARK: recorded with the tick that follows (one a second per connection; the
+    /// connection drops the rest).
+    Bookmark {
+        client: u32,
+        connection: u64,
+        note: String,
+    },
     /// ACK: the newest acked tick per tick wins.
     Ack { client: u32, connection: u64, tick: u32 },
     /// The connection ended (for any reason). Its shared state tells it from a later

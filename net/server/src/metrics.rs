@@ -234,6 +234,8 @@ pub struct Metrics {
     pub reclaims_taken_total: AtomicU64,
     pub reclaims_refused_total: AtomicU64,
     pub reconnect_grace_expired_total: AtomicU64,
+    pub bookmarks_recorded_total: AtomicU64,
+    pub bookmarks_dropped_total: AtomicU64,
     /// Their ids, detached ones included (Agones player tracking reads them); changed
     /// only on joins and leaves.
     pub joined_clients: std::sync::Mutex<std::collections::BTreeSet<u32>>,
@@ -367,6 +369,20 @@ impl Metrics {
                 (
                     "{outcome=\"refused\"}".to_string(),
                     l(&self.reclaims_refused_total),
+                ),
+            ],
+        );
+        labelled(
+            o,
+            &metric::BOOKMARKS_TOTAL,
+            [
+                (
+                    "{outcome=\"recorded\"}".to_string(),
+                    l(&self.bookmarks_recorded_total),
+                ),
+                (
+                    "{outcome=\"dropped\"}".to_string(),
+                    l(&self.bookmarks_dropped_total),
                 ),
             ],
         );

@@ -44,6 +44,8 @@ enum Job {
         /// Sealed (its checksum computed) on the writer thread.
         checkpoint: Option<UnsealedCheckpoint>,
     },
+    /// A bookmark of a tick handed over already.
+    Bookmark { tick: u32, client: u32, note: String },
     /// The last recorded tick and the world's checkpoint at it; the writer decides whether
     /// the recording still needs it (and only then seals it).
     Finish {
@@ -118,6 +120,19 @@ impl Recorder {
         Ok(())
     }
 
+    /// Hands over a bookmark of `tick` (handed over already). An error means the writer
+    /// has stopped.
+    pub fn bookmark(&mut self, tick: u32, client: u32, note: String) -> Result<(), RecordError> {
+        let Some(tx) = &self.tx else {
+            return Err(RecordError::WriterStopped);
+        };
+        if tx.send(Job::Bookmark { tick, client, note }).is_err() {
+            self.tx = None;
+            return Err(self.writer_error());
+        }
+        Ok(())
+    }
+
     /// Ends the recording with a checkpoint of `world` (so the next session of this world
     /// resumes without stepping), and waits for the writer. The error of a writer that
     /// failed earlier was returned by `record` already.
@@ -172,6 +187,14 @@ fn write_jobs(mut writer: Writer, rx: Receiver<Job>, metrics: &Metrics) -> std::
                 let checkpoint = checkpoint.map(UnsealedCheckpoint::seal);
                 writer.record_tick_parts(inputs, &roots, checkpoint.as_deref())?
             }
+            // A note the format cannot keep is cut short by the protocol already (200 of
+            // 280 bytes); should the writer still refuse one, the recording goes on.
+            Job::Bookmark { tick, client, note } => match writer.bookmark(tick, client, &note) {
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+                    tracing::warn!(tick, client, error = %e, "bookmark not recorded");
+                }
+                r => r?,
+            },
             Job::Finish { tick, checkpoint } => {
                 let checkpoint = writer.final_checkpoint_needed(tick).then(|| checkpoint.seal());
                 writer.finish_with_checkpoint_bytes(tick, checkpoint.as_deref())?;

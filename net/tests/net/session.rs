@@ -750,3 +750,59 @@ async fn a_spectator_moves_its_camera_and_the_view_follows() {
     }
     server.shutdown().await.expect("clean stop");
 }
+
+/// A BOOKMARK from a joined client is recorded with the tick that follows it, its client
+/// and its note; a second within a second of the first is dropped; `/metrics` counts both;
+/// a BOOKMARK before HELLO closes the connection with 1008.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bookmark_from_the_live_page_is_recorded_and_counted() {
+    let dir = TempDir::new("bookmarks");
+    let mut config = common::small_config();
+    config.server.recording.enabled = true;
+    config.server.recording.dir = dir.path().to_path_buf();
+    let server = common::start(config).await;
+    let addr = server.local_addr().to_string();
+    let path = server.recording_path().expect("recording on").to_path_buf();
+    let (mut ws, welcome) = common::join(&server.ws_url(), "marker").await;
+    let _ = ws.next().await;
+    let before = server.metrics().current_tick.load(Relaxed);
+    common::send(&mut ws, protocol::encode_bookmark("the flock split in two")).await;
+    common::send(&mut ws, protocol::encode_bookmark("too soon")).await;
+    assert!(
+        common::wait_until(Duration::from_secs(5), || {
+            let m = server.metrics();
+            m.bookmarks_recorded_total.load(Relaxed) == 1 && m.bookmarks_dropped_total.load(Relaxed) == 1
+        })
+        .await,
+        "one bookmark recorded and one dropped"
+    );
+    let after = server.metrics().current_tick.load(Relaxed);
+    let (_, text) = http_get(&addr, "/metrics").await.expect("GET /metrics");
+    assert_eq!(
+        sample(&text, "migratory_bookmarks_total", "{outcome=\"recorded\"}"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "migratory_bookmarks_total", "{outcome=\"dropped\"}"),
+        Some(1.0),
+        "{text}"
+    );
+    let mut early = common::connect(&server.ws_url()).await;
+    common::send(&mut early, protocol::encode_bookmark("no hello")).await;
+    assert_eq!(common::close_of(&mut early).await.map(|c| c.0), Some(1008));
+    drop(ws);
+    server.shutdown().await.expect("clean stop");
+    let rec = Recording::open(&path).expect("recording opens");
+    let marks = rec.bookmarks().expect("bookmarks");
+    assert_eq!(marks.len(), 1, "{marks:?}");
+    assert_eq!(
+        (marks[0].client, marks[0].note.as_str()),
+        (welcome.client_id, "the flock split in two")
+    );
+    assert!(
+        (before..=after + 1).contains(&marks[0].tick),
+        "bookmark of tick {} sent between ticks {before} and {after}",
+        marks[0].tick
+    );
+}

@@ -49,6 +49,7 @@ pub fn layout_js() -> String {
             ("ACK", b(client_type::ACK)),
             ("PING", b(client_type::PING)),
             ("CAMERA", b(client_type::CAMERA)),
+            ("BOOKMARK", b(client_type::BOOKMARK)),
         ],
     );
     object(
@@ -117,6 +118,18 @@ pub fn layout_js() -> String {
             ("X_MM", u(camera_layout::X_MM)),
             ("Y_MM", u(camera_layout::Y_MM)),
             ("BYTES", u(CAMERA_BYTES)),
+        ],
+    );
+    object(
+        &mut o,
+        "BOOKMARK: header size and the longest note.",
+        "BOOKMARK",
+        &[
+            ("HEADER_BYTES", u(migratory_wire::protocol::BOOKMARK_HEADER_BYTES)),
+            (
+                "NOTE_BYTES_MAX",
+                u(migratory_wire::protocol::BOOKMARK_NOTE_BYTES_MAX),
+            ),
         ],
     );
     object(

@@ -11,6 +11,7 @@ export const CLIENT_TYPE = Object.freeze({
   ACK: 18,
   PING: 19,
   CAMERA: 20,
+  BOOKMARK: 21,
 });
 
 /** Server to client message types (byte 0). */
@@ -64,6 +65,12 @@ export const CAMERA = Object.freeze({
   X_MM: 5,
   Y_MM: 9,
   BYTES: 13,
+});
+
+/** BOOKMARK: header size and the longest note. */
+export const BOOKMARK = Object.freeze({
+  HEADER_BYTES: 2,
+  NOTE_BYTES_MAX: 200,
 });
 
 /** ACK: offsets and size. */

@@ -19,7 +19,7 @@ import { camera, canvas, circle, drawAvatar, drawBackground, drawBoid, flushEnti
 import { drawReplay, pickAt, startReplay } from "./replay.js";
 import { ClientDecoder, KIND_AVATAR } from "./snapshot.js";
 import { CLOSE, VIEWER_TERRAIN } from "./layout.js";
-import { decodeServer, encodeAck, encodeCamera, encodeHello, encodeInput, encodePing, ZONE_HUNTING_FIELD, ZONE_TOWN } from "./protocol.js";
+import { decodeServer, encodeAck, encodeBookmark, encodeCamera, encodeHello, encodeInput, encodePing, ZONE_HUNTING_FIELD, ZONE_TOWN } from "./protocol.js";
 
 const CLOSE_REASONS = {
   1000: "closed normally",
@@ -391,6 +391,13 @@ addEventListener("keydown", (e) => {
   keys.add(e.code);
   if (e.code === "Space") castRequested = true;
   if (e.code === "KeyF") state.camera.follow = true;
+  if (e.code === "KeyB" && !state.replay && ws?.readyState === WebSocket.OPEN && state.welcome) {
+    e.preventDefault(); // the B must not land in the note
+    keys.delete(e.code);
+    $("bookmark").style.display = "flex";
+    $("bookmark-note").value = "";
+    $("bookmark-note").focus();
+  }
 });
 addEventListener("keyup", (e) => keys.delete(e.code));
 let downAt = null;
@@ -436,6 +443,20 @@ canvas.addEventListener("wheel", (e) => {
   state.camera.x_mm += wx - ax;
   state.camera.y_mm += wy - ay;
 }, { passive: false });
+
+// B: "something is wrong here". The server records the note with the tick (a bookmark
+// the replay viewer's timeline shows); at most one a second is kept.
+$("bookmark").addEventListener("submit", (e) => {
+  e.preventDefault();
+  $("bookmark").style.display = "none";
+  if (ws?.readyState !== WebSocket.OPEN) return;
+  ws.send(encodeBookmark($("bookmark-note").value.trim()));
+  state.bookmarksSent = (state.bookmarksSent ?? 0) + 1;
+  $("bookmarked").textContent = `sent near tick ${$("tick").textContent} (${state.bookmarksSent} this session)`;
+});
+$("bookmark-note").addEventListener("keydown", (e) => {
+  if (e.key === "Escape") { $("bookmark").style.display = "none"; e.target.blur(); }
+});
 
 $("name").value = `player-${Math.floor(Math.random() * 1000)}`;
 $("joinform").addEventListener("submit", (e) => {

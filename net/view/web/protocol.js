@@ -5,7 +5,7 @@
 
 // Every offset, type code and flag comes from layout.js, which the Rust side generates.
 
-import { ACK, CAMERA, CLIENT_TYPE, HELLO, INPUT, PING, PONG, PROTOCOL_VERSION, SERVER_TYPE, WELCOME, ZONE_KIND } from "./layout.js";
+import { ACK, BOOKMARK, CAMERA, CLIENT_TYPE, HELLO, INPUT, PING, PONG, PROTOCOL_VERSION, SERVER_TYPE, WELCOME, ZONE_KIND } from "./layout.js";
 
 export { PROTOCOL_VERSION };
 export const MSG = SERVER_TYPE;
@@ -48,6 +48,22 @@ export function encodeInput(seq, dirX, dirY, throttle, cast) {
   dv.setInt16(INPUT.DIR_Y, dirY, true);
   out[INPUT.THROTTLE] = throttle;
   out[INPUT.FLAGS] = cast ? INPUT.FLAG_CAST : 0;
+  return out;
+}
+
+/** BOOKMARK: "something is wrong here", with a note (UTF-8, cut at a character boundary
+ * to `BOOKMARK.NOTE_BYTES_MAX` bytes). The server records it with the tick. */
+export function encodeBookmark(note) {
+  let bytes = new TextEncoder().encode(note);
+  if (bytes.length > BOOKMARK.NOTE_BYTES_MAX) {
+    let end = BOOKMARK.NOTE_BYTES_MAX;
+    while (end > 0 && (bytes[end] & 0xc0) === 0x80) end--; // not inside a character
+    bytes = bytes.slice(0, end);
+  }
+  const out = new Uint8Array(BOOKMARK.HEADER_BYTES + bytes.length);
+  out[0] = CLIENT_TYPE.BOOKMARK;
+  out[1] = bytes.length;
+  out.set(bytes, BOOKMARK.HEADER_BYTES);
   return out;
 }
 

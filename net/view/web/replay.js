@@ -33,7 +33,7 @@ export async function startReplay(state) {
     statesShown: 0,
     selected: null, inspected: null, inspectBusy: false,
     client: null, clientView: null, clientBusy: false,
-    markers: null, timeline: null, bookmarks: [],
+    markers: null, timeline: null, bookmarks: info.bookmarks ?? [],
     divergence: null, highlight: new Set(),
     /** Every entity at the tick shown, as objects (for tests and the console). */
     get entities() {

@@ -102,10 +102,17 @@ export function createTimeline(container, r, act) {
       if (m[1] === MARKER.UNACKED && r.client !== null && m[2] !== r.client) continue;
       t.lanes[lane].push(m);
     }
-    for (const b of r.bookmarks ?? []) t.lanes[4].push([b.tick, "bookmark", b.client, 0, b.entity ?? -1, b]);
+    for (const b of r.bookmarks ?? []) t.lanes[4].push([b.tick, "bookmark", b.client, 0, avatarOf(b.client, b.tick), b]);
     const d = r.divergence;
     if (d?.status === "found") t.lanes[5].push([d.tick, "divergence", -1, d.entities.length, d.entities[0]?.id ?? -1]);
     for (const lane of t.lanes) lane.sort((a, b) => a[0] - b[0]);
+  }
+
+  /** The avatar client `c` had at `tick`, from its last join at or before it (or -1). */
+  function avatarOf(c, tick) {
+    let id = -1;
+    for (const m of r.markers?.markers ?? []) if (m[2] === c && m[0] <= tick && (m[1] === MARKER.JOIN || m[1] === MARKER.SPECTATE)) id = m[4];
+    return id;
   }
 
   function describe(ev) {
@@ -212,7 +219,7 @@ export function createTimeline(container, r, act) {
     const dpr = devicePixelRatio || 1;
     const w = canvas.clientWidth, h = TIMELINE_HEIGHT_PX;
     if (canvas.width !== Math.round(w * dpr)) { canvas.width = layer.width = Math.round(w * dpr); canvas.height = layer.height = Math.round(h * dpr); t.key = null; }
-    const key = `${r.markers?.markers.length}/${r.client}/${w}/${t.from}/${t.to}/${t.focus}/${r.bookmarks?.length}/${r.divergence?.status}`;
+    const key = `${r.markers?.markers.length}/${r.client}/${w}/${t.from}/${t.to}/${t.focus}/${r.bookmarks.length}/${r.divergence?.status}`;
     if (key !== t.key) {
       t.key = key;
       refill();

@@ -125,6 +125,11 @@ pub const RECLAIMS_TOTAL: Metric = metric(
     Counter,
     "HELLOs with a reconnect token, by outcome (taken: the avatar was rebound; refused).",
 );
+pub const BOOKMARKS_TOTAL: Metric = metric(
+    "migratory_bookmarks_total",
+    Counter,
+    "BOOKMARKs recorded (\"something is wrong here\" from the live viewer), by outcome (recorded; dropped: over one a second per connection, or no recording).",
+);
 pub const RECONNECT_GRACE_EXPIRED_TOTAL: Metric = metric(
     "migratory_reconnect_grace_expired_total",
     Counter,
@@ -284,6 +289,7 @@ pub const ALL: &[Metric] = &[
     CLIENTS,
     CLIENTS_DETACHED,
     RECLAIMS_TOTAL,
+    BOOKMARKS_TOTAL,
     RECONNECT_GRACE_EXPIRED_TOTAL,
     CONNECTIONS,
     HTTP_CONNECTIONS,

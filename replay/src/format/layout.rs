@@ -45,6 +45,50 @@ pub(super) const END_PAYLOAD_BYTES: usize = 68;
 const _: () = assert!(END_ROOT_OFFSET + 32 == END_CHAIN_OFFSET);
 const _: () = assert!(END_CHAIN_OFFSET + 32 == END_PAYLOAD_BYTES);
 
+/// The bookmark record's payload: its own version, the client, the note's length, the
+/// note (UTF-8).
+pub(super) const BOOKMARK_VERSION_OFFSET: usize = 0;
+pub(super) const BOOKMARK_CLIENT_OFFSET: usize = 4;
+pub(super) const BOOKMARK_NOTE_LEN_OFFSET: usize = 8;
+pub(super) const BOOKMARK_NOTE_OFFSET: usize = 12;
+const _: () = assert!(BOOKMARK_VERSION_OFFSET + 4 == BOOKMARK_CLIENT_OFFSET);
+const _: () = assert!(BOOKMARK_CLIENT_OFFSET + 4 == BOOKMARK_NOTE_LEN_OFFSET);
+const _: () = assert!(BOOKMARK_NOTE_LEN_OFFSET + 4 == BOOKMARK_NOTE_OFFSET);
+
+/// A bookmark's payload bytes.
+pub(super) fn encode_bookmark(client: u32, note: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(BOOKMARK_NOTE_OFFSET + note.len());
+    out.extend_from_slice(&super::BOOKMARK_VERSION.to_le_bytes());
+    out.extend_from_slice(&client.to_le_bytes());
+    out.extend_from_slice(&(note.len() as u32).to_le_bytes());
+    out.extend_from_slice(note.as_bytes());
+    out
+}
+
+/// A bookmark's (client, note) from its payload, or why it is malformed.
+pub(super) fn decode_bookmark(payload: &[u8]) -> Result<(u32, String), String> {
+    if payload.len() < BOOKMARK_NOTE_OFFSET {
+        return Err(format!("bookmark payload of {} bytes", payload.len()));
+    }
+    let version = le_u32(payload, BOOKMARK_VERSION_OFFSET);
+    if version != super::BOOKMARK_VERSION {
+        return Err(format!(
+            "bookmark version {version}, this build reads {}",
+            super::BOOKMARK_VERSION
+        ));
+    }
+    let len = le_u32(payload, BOOKMARK_NOTE_LEN_OFFSET) as usize;
+    if len > super::BOOKMARK_NOTE_BYTES_MAX || BOOKMARK_NOTE_OFFSET + len != payload.len() {
+        return Err(format!(
+            "bookmark note of {len} bytes in a payload of {}",
+            payload.len()
+        ));
+    }
+    let note = std::str::from_utf8(&payload[BOOKMARK_NOTE_OFFSET..])
+        .map_err(|e| format!("bookmark note is not UTF-8: {e}"))?;
+    Ok((le_u32(payload, BOOKMARK_CLIENT_OFFSET), note.to_string()))
+}
+
 /// The first `N` bytes of blake3 over `parts`, in order.
 pub(super) fn check<const N: usize>(parts: &[&[u8]]) -> [u8; N] {
     let mut h = blake3::Hasher::new();

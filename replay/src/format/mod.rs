@@ -23,9 +23,9 @@
 //!
 //! | offset | size | field                                                          |
 //! |--------|------|----------------------------------------------------------------|
-//! | 0      | 1    | kind: 1 block, 2 checkpoint, 3 end                             |
+//! | 0      | 1    | kind: 1 block, 2 checkpoint, 3 end, 4 bookmark (format 2 on)   |
 //! | 1      | 3    | zero                                                           |
-//! | 4      | 4    | first tick (block: first tick covered; checkpoint: the state's tick; end: final tick) |
+//! | 4      | 4    | first tick (block: first tick covered; checkpoint: the state's tick; end: final tick; bookmark: the tick marked) |
 //! | 8      | 4    | tick count (block: ticks covered; others: 0)                   |
 //! | 12     | 4    | payload length P (at most `RECORD_PAYLOAD_BYTES_MAX`)           |
 //! | 16     | 12   | blake3 of the payload, first 12 bytes                          |
@@ -41,8 +41,21 @@
 //!   `chain_0 = blake3("MGCHAIN" | config hash)` and
 //!   `chain_t = blake3(chain_{t-1} | tick u32 | state root | snapshots root)`.
 //!
+//! - bookmark (a person's "something is wrong here", made in the live viewer; the kernel
+//!   never sees it, and replays are the same with or without it):
+//!
+//!   | offset | size | field                                                      |
+//!   |--------|------|------------------------------------------------------------|
+//!   | 0      | 4    | bookmark payload version (`BOOKMARK_VERSION`, 1)           |
+//!   | 4      | 4    | client id of who made it                                   |
+//!   | 8      | 4    | note length N (at most `BOOKMARK_NOTE_BYTES_MAX`)          |
+//!   | 12     | N    | note, UTF-8                                                |
+//!
 //! Records follow the ticks in order: blocks are contiguous from the start tick, a
-//! checkpoint of tick T comes right after the block ending at T, and the end record is last.
+//! checkpoint of tick T comes right after the block ending at T, a bookmark of tick T
+//! comes after the block holding T, and the end record is last.
+//!
+//! Format versions: 1 has no bookmarks; 2 adds them. This build writes 2 and reads both.
 
 mod layout;
 mod reader;
@@ -60,8 +73,14 @@ pub use writer::{Durable, RecordingWriter, TickRoots, WriterOptions};
 
 /// File magic.
 pub const MAGIC: &[u8; 8] = b"MIGRREC\0";
-/// The format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this build writes (and the newest it reads).
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this build reads (1: the same records, no bookmarks).
+pub const FORMAT_VERSION_READ_MIN: u32 = 1;
+/// Version of the bookmark record's payload.
+pub const BOOKMARK_VERSION: u32 = 1;
+/// Longest bookmark note, in bytes of UTF-8.
+pub const BOOKMARK_NOTE_BYTES_MAX: usize = 280;
 /// Largest header body accepted.
 pub const HEADER_BODY_BYTES_MAX: u32 = 1 << 20;
 /// Largest record payload accepted (a checkpoint of a million boids fits).
@@ -78,6 +97,15 @@ pub enum RecordKind {
     Block = 1,
     Checkpoint = 2,
     End = 3,
+    Bookmark = 4,
+}
+
+/// A bookmark in a recording: tick T, who made it, their note.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Bookmark {
+    pub tick: u32,
+    pub client: u32,
+    pub note: String,
 }
 
 /// Who made a recording, and of what world.

@@ -11,12 +11,12 @@ use migratory_kernel::{restore_checkpoint_with_terrain, CheckpointError, Terrain
 use rkyv::rancor;
 
 use super::layout::{
-    le_u32, FileHeader, RecordHeader, END_CHAIN_OFFSET, END_PAYLOAD_BYTES, END_ROOT_OFFSET, END_TICKS_OFFSET,
-    FILE_HEADER_BYTES, RECORD_HEADER_BYTES,
+    decode_bookmark, le_u32, FileHeader, RecordHeader, END_CHAIN_OFFSET, END_PAYLOAD_BYTES, END_ROOT_OFFSET,
+    END_TICKS_OFFSET, FILE_HEADER_BYTES, RECORD_HEADER_BYTES,
 };
 use super::{
-    corrupted, io_err, RecordKind, RecordingError, RecordingMeta, BLOCK_TICKS_MAX, FORMAT_VERSION,
-    HEADER_BODY_BYTES_MAX, MAGIC, RECORD_PAYLOAD_BYTES_MAX, ROOTS_BYTES_PER_TICK,
+    corrupted, io_err, Bookmark, RecordKind, RecordingError, RecordingMeta, BLOCK_TICKS_MAX, FORMAT_VERSION,
+    FORMAT_VERSION_READ_MIN, HEADER_BODY_BYTES_MAX, MAGIC, RECORD_PAYLOAD_BYTES_MAX, ROOTS_BYTES_PER_TICK,
 };
 
 /// One record found in a recording.
@@ -168,10 +168,10 @@ impl Recording {
         }
         let fixed = FileHeader::decode(&head);
         let version = fixed.version;
-        if version < FORMAT_VERSION {
+        if version < FORMAT_VERSION_READ_MIN {
             return Err(RecordingError::UpgradeRequired {
                 found: version,
-                supported: FORMAT_VERSION,
+                supported: FORMAT_VERSION_READ_MIN,
             });
         }
         if version > FORMAT_VERSION {
@@ -316,6 +316,7 @@ impl Recording {
                 1 => RecordKind::Block,
                 2 => RecordKind::Checkpoint,
                 3 => RecordKind::End,
+                4 if self.format_version >= 2 => RecordKind::Bookmark,
                 k => return Err(corrupted(offset, claimed, format!("unknown record kind {k}"))),
             };
             match kind {
@@ -351,6 +352,17 @@ impl Recording {
                         ));
                     }
                     expect_start_checkpoint = false;
+                }
+                RecordKind::Bookmark => {
+                    // A bookmark marks a tick already recorded.
+                    if first >= next_tick || first < self.meta.start_tick || count != 0 {
+                        return Err(corrupted(
+                            offset,
+                            claimed,
+                            format!("bookmark of tick {first} before that tick was recorded"),
+                        ));
+                    }
+                    decode_bookmark(&payload).map_err(|why| corrupted(offset, claimed, why))?;
                 }
                 RecordKind::End => {
                     if payload.len() != END_PAYLOAD_BYTES || first != next_tick - 1 {
@@ -487,6 +499,24 @@ impl Recording {
     /// Checkpoints in the recording, by tick.
     pub fn checkpoints(&self) -> impl Iterator<Item = &RecordInfo> {
         self.records.iter().filter(|f| f.kind == RecordKind::Checkpoint)
+    }
+
+    /// Every bookmark, in the order written (by tick within a block).
+    pub fn bookmarks(&self) -> Result<Vec<Bookmark>, RecordingError> {
+        self.records
+            .iter()
+            .filter(|f| f.kind == RecordKind::Bookmark)
+            .map(|f| {
+                let payload = self.payload(f)?;
+                let (client, note) = decode_bookmark(&payload)
+                    .map_err(|why| corrupted(f.offset, Some((f.first_tick, f.first_tick)), why))?;
+                Ok(Bookmark {
+                    tick: f.first_tick,
+                    client,
+                    note,
+                })
+            })
+            .collect()
     }
 
     /// Restores the checkpoint stored in record `f`.

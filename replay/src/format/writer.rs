@@ -7,9 +7,10 @@ use std::io::{self, Write};
 use migratory_kernel::{save_checkpoint, TickInputs, TickOutput, World};
 use rkyv::rancor;
 
-use super::layout::{FileHeader, RecordHeader, FILE_HEADER_BYTES, RECORD_HEADER_BYTES};
+use super::layout::{encode_bookmark, FileHeader, RecordHeader, FILE_HEADER_BYTES, RECORD_HEADER_BYTES};
 use super::{
-    Chain, RecordKind, RecordingMeta, BLOCK_TICKS_MAX, FORMAT_VERSION, ROOTS_BYTES_PER_TICK, ZSTD_LEVEL,
+    Bookmark, Chain, RecordKind, RecordingMeta, BLOCK_TICKS_MAX, BOOKMARK_NOTE_BYTES_MAX, FORMAT_VERSION,
+    ROOTS_BYTES_PER_TICK, ZSTD_LEVEL,
 };
 
 /// How the writer buffers and flushes.
@@ -100,6 +101,8 @@ pub struct RecordingWriter<W: Durable> {
     bytes_written: u64,
     /// The tick of the newest checkpoint written (None: none yet).
     last_checkpoint_tick: Option<u32>,
+    /// Bookmarks of ticks in the block not written yet (they follow it).
+    pending_bookmarks: Vec<Bookmark>,
 }
 
 impl<W: Durable> RecordingWriter<W> {
@@ -133,6 +136,7 @@ impl<W: Durable> RecordingWriter<W> {
             blocks_since_sync: 0,
             bytes_written: (FILE_HEADER_BYTES + body.len()) as u64,
             last_checkpoint_tick: None,
+            pending_bookmarks: Vec::new(),
         };
         if world.tick() != 0 {
             w.write_checkpoint(world)?;
@@ -195,7 +199,50 @@ impl<W: Durable> RecordingWriter<W> {
         if let Some(bytes) = checkpoint {
             self.write_checkpoint_bytes(tick, bytes)?;
         }
+        if self.block_inputs.is_empty() {
+            self.write_pending_bookmarks()?;
+        }
         Ok(())
+    }
+
+    /// Records a bookmark of `tick` (recorded already, or the tick being recorded): after
+    /// the block that holds it. A note longer than `BOOKMARK_NOTE_BYTES_MAX` or a tick not
+    /// recorded yet is refused (`InvalidInput`), and nothing is written.
+    pub fn bookmark(&mut self, tick: u32, client: u32, note: &str) -> io::Result<()> {
+        let invalid = |why: String| Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+        if note.len() > BOOKMARK_NOTE_BYTES_MAX {
+            return invalid(format!(
+                "a bookmark note of {} bytes (at most {BOOKMARK_NOTE_BYTES_MAX})",
+                note.len()
+            ));
+        }
+        if tick >= self.next_tick || self.ticks_recorded == 0 || tick < self.next_tick - self.ticks_recorded {
+            return invalid(format!("a bookmark of tick {tick}, which is not recorded here"));
+        }
+        let b = Bookmark {
+            tick,
+            client,
+            note: note.to_string(),
+        };
+        if tick < self.block_first_tick {
+            self.write_bookmark(&b)?;
+            self.out.flush()
+        } else {
+            self.pending_bookmarks.push(b);
+            Ok(())
+        }
+    }
+
+    fn write_bookmark(&mut self, b: &Bookmark) -> io::Result<()> {
+        let payload = encode_bookmark(b.client, &b.note);
+        self.write_record(RecordKind::Bookmark, b.tick, 0, &[&payload])
+    }
+
+    fn write_pending_bookmarks(&mut self) -> io::Result<()> {
+        for b in std::mem::take(&mut self.pending_bookmarks) {
+            self.write_bookmark(&b)?;
+        }
+        self.out.flush()
     }
 
     /// Bytes written so far.
@@ -304,6 +351,7 @@ impl<W: Durable> RecordingWriter<W> {
     /// Writes the partial block and the end record, syncs, and returns the sink.
     pub fn finish(mut self) -> io::Result<W> {
         self.flush_block()?;
+        self.write_pending_bookmarks()?;
         let final_tick = self.next_tick - 1;
         let (ticks, root, chain) = (self.ticks_recorded, self.last_root, self.chain.0);
         self.write_record(

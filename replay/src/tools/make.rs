@@ -42,6 +42,17 @@ pub fn extract(path: &Path, from: u32, to: u32, out: &Path) -> Result<ExtractRep
             .record_tick(&t.inputs, &out_tick, &world)
             .map_err(io_err(format!("writing {}", out.display())))?;
     }
+    // Bookmarks of the ticks kept go along (the start tick is not one of them).
+    for b in rec
+        .bookmarks()
+        .map_err(rec_err(path))?
+        .iter()
+        .filter(|b| b.tick > from && b.tick <= to)
+    {
+        writer
+            .bookmark(b.tick, b.client, &b.note)
+            .map_err(io_err(format!("writing {}", out.display())))?;
+    }
     let bytes = writer.bytes_written();
     writer
         .finish()

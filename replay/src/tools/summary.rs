@@ -32,6 +32,8 @@ pub struct SummaryReport {
     pub blocks: usize,
     /// The ticks of its checkpoints.
     pub checkpoints: Vec<u32>,
+    /// Bookmarks made in the live viewer.
+    pub bookmarks: Vec<crate::Bookmark>,
     /// Clients joined (players and spectators) at evenly spaced ticks, from a replay.
     pub clients_over_time: Vec<(u32, u32)>,
     /// The most clients at once, and the first tick with that many.
@@ -93,6 +95,7 @@ pub fn summary(path: &Path, progress: Progress<'_>) -> Result<SummaryReport, Too
         torn_tail: rec.torn_tail.clone(),
         blocks: rec.records.iter().filter(|r| r.kind == RecordKind::Block).count(),
         checkpoints: rec.checkpoints().map(|c| c.first_tick).collect(),
+        bookmarks: rec.bookmarks().map_err(rec_err(path))?,
         clients_over_time,
         clients_max: (clients_max.0, clients_max.1),
         joins,

@@ -2,7 +2,7 @@
 //! detected, at the right frame), forged frames with valid checksums (errors, never
 //! panics), and the version and magic checks.
 
-use migratory_replay::format::{RecordKind, RecordingMeta, FORMAT_VERSION, MAGIC};
+use migratory_replay::format::{RecordKind, RecordingMeta, FORMAT_VERSION, FORMAT_VERSION_READ_MIN, MAGIC};
 use migratory_replay::{Recording, RecordingError};
 use proptest::prelude::*;
 
@@ -173,7 +173,9 @@ fn assert_flip_detected(full: &[u8], frames: &[RawFrame], at: usize, bit: u8) {
             let v = le32(&bytes, 8);
             match &result {
                 Err(RecordingError::UpgradeRequired { found, supported })
-                    if v < FORMAT_VERSION && *found == v && *supported == FORMAT_VERSION => {}
+                    if v < FORMAT_VERSION_READ_MIN
+                        && *found == v
+                        && *supported == FORMAT_VERSION_READ_MIN => {}
                 Err(RecordingError::UnsupportedVersion { found, supported })
                     if v > FORMAT_VERSION && *found == v && *supported == FORMAT_VERSION => {}
                 other => panic!("{ctx}: version {v}: {other:?}"),
@@ -469,7 +471,7 @@ fn version_and_magic_are_checked_first() {
         Err(
             e @ RecordingError::UnsupportedVersion {
                 found: 99,
-                supported: 1,
+                supported: FORMAT_VERSION,
             },
         ) => {
             assert!(e.to_string().contains("99"), "{e}");

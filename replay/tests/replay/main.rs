@@ -5,6 +5,7 @@
 //! Every recording here is of a small world, built in memory or in a per-test temporary
 //! folder that is removed afterwards.
 
+mod bookmarks;
 mod cli;
 mod damage;
 mod fault;

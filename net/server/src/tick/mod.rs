@@ -88,6 +88,8 @@ pub struct TickLoop {
     metrics: Arc<Metrics>,
     recorder: Option<Recorder>,
     recording_error: Option<RecordError>,
+    /// BOOKMARKs ingested this tick: (client, note), recorded with the tick.
+    bookmarks: Vec<(u32, String)>,
     welcome: WelcomeBase,
     clients: BTreeMap<u32, TickClient>,
     /// The reconnect tokens issued (their hashes), and the thread keeping them on disk.
@@ -140,6 +142,7 @@ impl TickLoop {
             metrics,
             recorder,
             recording_error: None,
+            bookmarks: Vec::new(),
             welcome,
             clients: BTreeMap::new(),
             tokens: Tokens::default(),
@@ -326,6 +329,15 @@ impl TickLoop {
                         c.pending_steer = Some(input);
                     }
                 }
+                NetEvent::Bookmark {
+                    client,
+                    connection,
+                    note,
+                } => {
+                    if self.current(client, connection).is_some() {
+                        self.bookmarks.push((client, note));
+                    }
+                }
                 NetEvent::Camera {
                     client,
                     connection,
@@ -391,11 +403,20 @@ impl TickLoop {
 
     fn record(&mut self) {
         let Some(rec) = self.recorder.as_mut() else {
+            // Nothing keeps a bookmark without a recording.
+            let dropped = self.bookmarks.drain(..).count() as u64;
+            self.metrics.bookmarks_dropped_total.fetch_add(dropped, Relaxed);
             return;
         };
         // The live world goes on when the writer fails; it has logged and counted why.
         if let Err(e) = rec.record(&self.inputs, &self.world) {
             self.recording_error = Some(e);
+        }
+        for (client, note) in self.bookmarks.drain(..) {
+            match rec.bookmark(self.world.tick(), client, note) {
+                Ok(()) => self.metrics.bookmarks_recorded_total.fetch_add(1, Relaxed),
+                Err(_) => self.metrics.bookmarks_dropped_total.fetch_add(1, Relaxed),
+            };
         }
     }
 

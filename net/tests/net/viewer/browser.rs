@@ -65,9 +65,14 @@ async fn drive_browser(script: &str, url: &str, mut on_line: impl AsyncFnMut(&st
 /// `target/tmp/viewer-screenshots/`.
 #[test]
 fn the_live_viewer_plays_in_a_real_browser() {
+    let dir = crate::common::TempDir::new("viewer-live");
     let rt = crate::common::runtime();
-    rt.block_on(async {
-        let handle = crate::common::start(crate::common::small_config()).await;
+    let recording = rt.block_on(async {
+        let mut config = crate::common::small_config();
+        config.server.recording.enabled = true;
+        config.server.recording.dir = dir.path().to_path_buf();
+        let handle = crate::common::start(config).await;
+        let recording = handle.recording_path().expect("recorded").to_path_buf();
         let url = format!("http://{}/", handle.local_addr());
         let mut handle = Some(handle);
         drive_browser("browser.mjs", &url, async |line: &str| {
@@ -81,6 +86,28 @@ fn the_live_viewer_plays_in_a_real_browser() {
         if let Some(h) = handle.take() {
             let _ = h.shutdown().await;
         }
+        recording
+    });
+    // The bookmark the page made with B is in the recording, and the replay viewer
+    // serves it for its timeline.
+    let rec = migratory_replay::Recording::open(&recording).expect("recording");
+    let marks = rec.bookmarks().expect("bookmarks");
+    assert_eq!(
+        marks.iter().map(|b| b.note.as_str()).collect::<Vec<_>>(),
+        ["seen from the browser"],
+        "{marks:?}"
+    );
+    rt.block_on(async {
+        let view = migratory_view::view(recording.clone(), "127.0.0.1:0".parse().expect("addr"), None)
+            .await
+            .expect("view");
+        let (_, info) = crate::common::http_get(&view.local_addr.to_string(), "/replay/info")
+            .await
+            .expect("GET");
+        let info: serde_json::Value = serde_json::from_str(&info).expect("JSON");
+        assert_eq!(info["bookmarks"][0]["note"], "seen from the browser", "{info}");
+        assert_eq!(info["bookmarks"][0]["tick"], marks[0].tick, "{info}");
+        view.task.abort();
     });
 }
 

@@ -6,7 +6,7 @@
 //! Routes: `/` and `/viewer/*` (the viewer's files, which switch to replay mode when
 //! `/replay/info` answers), `/viewer/terrain`, `/replay/info` (JSON: `start_tick`,
 //! `last_tick`, `tick_rate_hz`, `world_size_mm`, `boid_count`, `view_radius_mm`,
-//! `snapshot_interval_ticks`, `zones`), `/replay/markers?from=N` (JSON, grows while the
+//! `snapshot_interval_ticks`, `zones`, `bookmarks` as `{tick, client, note}`), `/replay/markers?from=N` (JSON, grows while the
 //! scan runs: `complete`, `scanned_tick`, `total`, `markers` from index N on as `[tick,
 //! kind, client, n, entity]` with the kinds of `analysis::marker` and the client's avatar id, `clients`, and `seek_index`:
 //! `checkpoints`, `bytes`, `spacing_ticks` of the in-memory checkpoints seeks restore from), `/replay/divergence` (JSON `status`: `off`,
@@ -197,7 +197,7 @@ fn open(path: &std::path::Path) -> Result<(Recording, World, Value, Vec<u8>), Vi
     let c = world.config().clone();
     let zones = world.zones();
     let zone = |kind: u8, z: &migratory_kernel::Zone| serde_json::json!({ "kind": kind, "x_mm": z.x_mm, "y_mm": z.y_mm, "radius_mm": z.radius_mm });
-    let info = serde_json::json!({
+    let mut info = serde_json::json!({
         "file": path.display().to_string(),
         "start_tick": rec.meta.start_tick,
         "last_tick": rec.last_tick(),
@@ -211,6 +211,11 @@ fn open(path: &std::path::Path) -> Result<(Recording, World, Value, Vec<u8>), Vi
             .chain(zones.hunting_fields.iter().map(|z| zone(1, z)))
             .collect::<Vec<_>>(),
     });
+    let bookmarks = rec.bookmarks().map_err(|source| ViewError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    info["bookmarks"] = serde_json::to_value(&bookmarks).unwrap_or_default();
     let terrain = assets::terrain_image(
         world.terrain(),
         c.world_size_mm,

@@ -40,6 +40,15 @@ try {
   check(Number(hud.tick) > 0 && hud.rate !== "0/s" && hud.rtt.endsWith("ms"), `the HUD shows tick, rate and RTT (${JSON.stringify(hud)})`);
   await page.screenshot({ path: `${out}/3-steered.png` });
 
+  // B: a bookmark with a note; the Rust side finds it in the recording.
+  await page.keyboard.press("KeyB");
+  await page.waitForFunction(() => document.getElementById("bookmark").style.display === "flex" && document.activeElement?.id === "bookmark-note", null, { timeout: 5000 });
+  await page.keyboard.type("seen from the browser");
+  await page.screenshot({ path: `${out}/3b-bookmark.png` });
+  await page.keyboard.press("Enter");
+  const marked = await page.evaluate(() => ({ form: document.getElementById("bookmark").style.display, hud: document.getElementById("bookmarked").textContent }));
+  check(marked.form === "none" && marked.hud.startsWith("sent near tick"), `B sends a bookmark (${JSON.stringify(marked)})`);
+
   // A right-button drag pans the camera off the avatar.
   const cam0 = await page.evaluate(() => ({ ...window.migratory.camera }));
   await page.mouse.move(500, 350);

@@ -5,10 +5,11 @@ use thiserror::Error;
 
 use super::{
     client_type, server_type, u16_at, u32_at, u64_at, welcome_bytes, CameraMsg, HelloOptions, InputMsg,
-    TerrainDelivery, Welcome, WireTerrainDescriptor, WireZone, WorldFacts, ZoneKind, ACK_BYTES, CAMERA_BYTES,
-    HELLO_FLAG_CACHED_TERRAIN, HELLO_FLAG_KEEPS_BASELINES, HELLO_FLAG_RECLAIM, HELLO_FLAG_SPECTATE,
-    HELLO_FLAG_WANT_TOKEN, HELLO_HEADER_BYTES, INPUT_BYTES, INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES,
-    RECONNECT_TOKEN_BYTES, ZONE_SHAPE_CIRCLE,
+    TerrainDelivery, Welcome, WireTerrainDescriptor, WireZone, WorldFacts, ZoneKind, ACK_BYTES,
+    BOOKMARK_HEADER_BYTES, BOOKMARK_NOTE_BYTES_MAX, CAMERA_BYTES, HELLO_FLAG_CACHED_TERRAIN,
+    HELLO_FLAG_KEEPS_BASELINES, HELLO_FLAG_RECLAIM, HELLO_FLAG_SPECTATE, HELLO_FLAG_WANT_TOKEN,
+    HELLO_HEADER_BYTES, INPUT_BYTES, INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES, RECONNECT_TOKEN_BYTES,
+    ZONE_SHAPE_CIRCLE,
 };
 
 /// HELLO, naming the content hash of a terrain the client has cached, if any (the server
@@ -80,6 +81,20 @@ pub fn encode_input(m: &InputMsg) -> Vec<u8> {
     b.extend_from_slice(&m.dir_y.to_le_bytes());
     b.push(m.throttle);
     b.push(if m.cast { INPUT_FLAG_CAST } else { 0 });
+    b
+}
+
+/// BOOKMARK with `note` (at most `BOOKMARK_NOTE_BYTES_MAX` bytes; longer is cut at a
+/// character boundary).
+pub fn encode_bookmark(note: &str) -> Vec<u8> {
+    let mut end = note.len().min(BOOKMARK_NOTE_BYTES_MAX);
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut b = Vec::with_capacity(BOOKMARK_HEADER_BYTES + end);
+    b.push(client_type::BOOKMARK);
+    b.push(end as u8);
+    b.extend_from_slice(&note.as_bytes()[..end]);
     b
 }
 

@@ -13,8 +13,8 @@ mod name;
 mod server;
 
 pub use client::{
-    decode_server, encode_ack, encode_camera, encode_hello, encode_hello_spectating, encode_hello_with,
-    encode_input, encode_ping, ServerMessage, ServerMessageError,
+    decode_server, encode_ack, encode_bookmark, encode_camera, encode_hello, encode_hello_spectating,
+    encode_hello_with, encode_input, encode_ping, ServerMessage, ServerMessageError,
 };
 pub use name::name_is_acceptable;
 pub use server::{decode_client, encode_pong, encode_snapshot, encode_welcome};
@@ -32,6 +32,9 @@ pub mod client_type {
     pub const PING: u8 = 0x13;
     /// A spectator's camera position.
     pub const CAMERA: u8 = 0x14;
+    /// "Something is wrong here": a note the server records with the tick (additive in
+    /// protocol 2; a server without it closes with 1002).
+    pub const BOOKMARK: u8 = 0x15;
 }
 
 /// Server → client message types.
@@ -104,6 +107,10 @@ pub const CAMERA_BYTES: usize = 13;
 pub const ACK_BYTES: usize = 5;
 pub const PING_BYTES: usize = 9;
 pub const PONG_BYTES: usize = 13;
+/// BOOKMARK: type, note length N, then N bytes of UTF-8.
+pub const BOOKMARK_HEADER_BYTES: usize = 2;
+/// Longest BOOKMARK note in bytes (a recording keeps up to 280).
+pub const BOOKMARK_NOTE_BYTES_MAX: usize = 200;
 
 /// Where each field of the small messages sits (byte 0 is always the type). The server's
 /// decoder and PONG's encoder read and write through these (the client encoders write the
@@ -230,6 +237,8 @@ pub enum ProtocolError {
     FlagNeedsFlag { flag: u8, needs: u8 },
     #[error("HELLO name is not UTF-8")]
     NameNotUtf8,
+    #[error("BOOKMARK note is not UTF-8 or longer than {BOOKMARK_NOTE_BYTES_MAX} bytes")]
+    NoteInvalid,
     #[error(
         "HELLO name is invalid (1..={NAME_BYTES_MAX} bytes; no control, separator or format characters)"
     )]
@@ -316,6 +325,9 @@ pub enum ClientMessage<'a> {
     },
     Ping {
         nonce: u64,
+    },
+    Bookmark {
+        note: &'a str,
     },
 }
 
@@ -462,6 +474,42 @@ pub(super) fn u64_at(b: &[u8], at: usize) -> u64 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn bookmarks_carry_a_short_utf8_note_and_bad_ones_are_refused() {
+        for note in ["", "boids stuck in the lake", "ünïcode ✓"] {
+            assert_eq!(
+                decode_client(&encode_bookmark(note)),
+                Ok(ClientMessage::Bookmark { note })
+            );
+        }
+        // A long note is cut at a character boundary within the limit.
+        let long = "é".repeat(BOOKMARK_NOTE_BYTES_MAX);
+        let cut = encode_bookmark(&long);
+        assert_eq!(cut.len(), BOOKMARK_HEADER_BYTES + BOOKMARK_NOTE_BYTES_MAX);
+        assert!(
+            matches!(decode_client(&cut), Ok(ClientMessage::Bookmark { note }) if note.chars().all(|c| c == 'é'))
+        );
+        let mut over = vec![client_type::BOOKMARK, 201];
+        over.extend([b'a'; 201]);
+        assert_eq!(decode_client(&over), Err(ProtocolError::NoteInvalid));
+        assert_eq!(
+            decode_client(&[client_type::BOOKMARK, 2, 0xc3, 0x28]),
+            Err(ProtocolError::NoteInvalid)
+        );
+        assert!(matches!(
+            decode_client(&[client_type::BOOKMARK]),
+            Err(ProtocolError::BadLength { kind: "BOOKMARK", .. })
+        ));
+        assert!(matches!(
+            decode_client(&[client_type::BOOKMARK, 5, b'a']),
+            Err(ProtocolError::BadLength {
+                kind: "BOOKMARK",
+                expected: 7,
+                actual: 3
+            })
+        ));
+    }
 
     #[test]
     fn client_messages_round_trip() {

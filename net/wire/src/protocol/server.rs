@@ -4,10 +4,11 @@
 use super::{ack_layout, camera_layout, hello_layout, input_layout, ping_layout, pong_layout};
 use super::{
     client_type, exact, server_type, u16_at, u32_at, u64_at, welcome_bytes, CameraMsg, ClientMessage,
-    HelloOptions, InputMsg, ProtocolError, Reclaim, Welcome, ACK_BYTES, CAMERA_BYTES, HELLO_FLAGS_KNOWN,
-    HELLO_FLAG_CACHED_TERRAIN, HELLO_FLAG_KEEPS_BASELINES, HELLO_FLAG_RECLAIM, HELLO_FLAG_SPECTATE,
-    HELLO_FLAG_WANT_TOKEN, HELLO_HEADER_BYTES, INPUT_BYTES, INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES,
-    PROTOCOL_VERSION, RECONNECT_TOKEN_BYTES, ZONE_SHAPE_CIRCLE,
+    HelloOptions, InputMsg, ProtocolError, Reclaim, Welcome, ACK_BYTES, BOOKMARK_HEADER_BYTES,
+    BOOKMARK_NOTE_BYTES_MAX, CAMERA_BYTES, HELLO_FLAGS_KNOWN, HELLO_FLAG_CACHED_TERRAIN,
+    HELLO_FLAG_KEEPS_BASELINES, HELLO_FLAG_RECLAIM, HELLO_FLAG_SPECTATE, HELLO_FLAG_WANT_TOKEN,
+    HELLO_HEADER_BYTES, INPUT_BYTES, INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES, PROTOCOL_VERSION,
+    RECONNECT_TOKEN_BYTES, ZONE_SHAPE_CIRCLE,
 };
 
 /// Decodes one client message. Lengths are exact: a short or long message is an error.
@@ -96,6 +97,20 @@ pub fn decode_client(msg: &[u8]) -> Result<ClientMessage<'_>, ProtocolError> {
                 throttle: msg[input_layout::THROTTLE],
                 cast: flags & INPUT_FLAG_CAST != 0,
             }))
+        }
+        client_type::BOOKMARK => {
+            let len = *msg.get(1).ok_or(ProtocolError::BadLength {
+                kind: "BOOKMARK",
+                expected: BOOKMARK_HEADER_BYTES,
+                actual: msg.len(),
+            })? as usize;
+            exact("BOOKMARK", msg, BOOKMARK_HEADER_BYTES + len)?;
+            let note =
+                std::str::from_utf8(&msg[BOOKMARK_HEADER_BYTES..]).map_err(|_| ProtocolError::NoteInvalid)?;
+            if note.len() > BOOKMARK_NOTE_BYTES_MAX {
+                return Err(ProtocolError::NoteInvalid);
+            }
+            Ok(ClientMessage::Bookmark { note })
         }
         client_type::CAMERA => {
             exact("CAMERA", msg, CAMERA_BYTES)?;
