@@ -239,6 +239,9 @@ pub struct Metrics {
     /// Their ids, detached ones included (Agones player tracking reads them); changed
     /// only on joins and leaves.
     pub joined_clients: std::sync::Mutex<std::collections::BTreeSet<u32>>,
+    /// Not a series: the players' names by avatar id, which the live page draws over the
+    /// avatars (`/viewer/names`); the tick thread rewrites it in ticks with a join or leave.
+    pub roster: std::sync::Mutex<std::collections::BTreeMap<u32, String>>,
     /// Connection tasks alive (the leak check: back to 0 when everyone has gone).
     pub connections: AtomicI64,
     /// TCP connections in their HTTP phase (before an upgrade, or serving GETs).

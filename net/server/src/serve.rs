@@ -476,6 +476,7 @@ fn router(ctx: Arc<AppState>, viewer_terrain: Bytes) -> Router {
         .route(WS_PATH, get(ws_upgrade))
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics_page))
+        .route("/viewer/names", get(names_page))
         .route(migratory_wire::fleet::STATUS_PATH, get(status_page))
         .route(
             migratory_wire::fleet::FLEET_STOP_PATH,
@@ -651,6 +652,18 @@ fn world_facts(world: &World) -> WorldFacts {
             )
             .collect(),
     }
+}
+
+/// `/viewer/names`: `{"AVATAR_ID": "name", ...}` of the players in the world.
+async fn names_page(State(ctx): State<Arc<AppState>>) -> impl IntoResponse {
+    let roster = ctx
+        .connections
+        .metrics
+        .roster
+        .lock()
+        .map(|r| r.clone())
+        .unwrap_or_default();
+    axum::Json(roster)
 }
 
 async fn metrics_page(State(ctx): State<Arc<AppState>>) -> impl IntoResponse {

@@ -7,7 +7,7 @@
 //! |--------|------|--------------------------------------------------------------|
 //! | 0      | 4    | magic `MGVT`                                                 |
 //! | 4      | 4    | version, 1                                                   |
-//! | 8      | 4    | n: the image edge in pixels (the grid, downsampled to at most 512) |
+//! | 8      | 4    | n: the image edge in pixels (the grid cell for cell, downsampled past 2,048) |
 //! | 12     | 4    | world size in mm (the image covers the whole world)          |
 //! | 16     | 32   | the terrain's content hash, as WELCOME names it (HELLO's cache key) |
 //! | 48     | n*n  | shade per pixel, row by row: 0 water, 1..=255 land, low to high |
@@ -22,8 +22,10 @@ use migratory_kernel::Terrain;
 
 /// Version of the `/viewer/terrain` layout.
 pub const VIEWER_TERRAIN_VERSION: u32 = 1;
-/// Largest image edge `/viewer/terrain` sends.
-pub const VIEWER_TERRAIN_EDGE_MAX: u32 = 512;
+/// Largest image edge `/viewer/terrain` sends: a pixel per cell up to 2,048 cells (4 MiB
+/// of shades), so zoomed in the page draws the terrain the world steps on (the default
+/// world's 1,024 cells were drawn from 512 before, two cells to a pixel).
+pub const VIEWER_TERRAIN_EDGE_MAX: u32 = 2048;
 
 /// `/viewer/terrain`'s named offsets (the table above); the page's `layout.js` is
 /// generated from these.

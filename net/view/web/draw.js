@@ -44,8 +44,9 @@ export function circle(x_mm, y_mm, r_mm, stroke, fill = null, dash = []) {
 // boids 55 ms.
 const avatars = [];
 
-/** A boid at screen (x, y), pointing along its velocity. */
-export function drawBoid(x, y, vx, vy) {
+/** A boid at screen (x, y), pointing along its velocity (in `colour`: a flash marks the
+ * boids a cast reached). */
+export function drawBoid(x, y, vx, vy, colour = "#dfe9ef") {
   const len = Math.hypot(vx, vy);
   const c = len > 0 ? vx / len : 1, s = len > 0 ? vy / len : 0;
   ctx.beginPath();
@@ -53,14 +54,14 @@ export function drawBoid(x, y, vx, vy) {
   ctx.lineTo(x - 3 * c - 2.5 * s, y - 3 * s + 2.5 * c);
   ctx.lineTo(x - 3 * c + 2.5 * s, y - 3 * s - 2.5 * c);
   ctx.closePath();
-  ctx.fillStyle = "#dfe9ef";
+  ctx.fillStyle = colour;
   ctx.fill();
 }
 
-/** An avatar at screen (x, y); the client's own one larger and yellow (drawn at the next
- * flush, above the boids). */
-export function drawAvatar(x, y, own = false) {
-  avatars.push([x, y, own]);
+/** An avatar at screen (x, y); the client's own one larger and yellow; `label` (a
+ * player's name) above it (drawn at the next flush, above the boids). */
+export function drawAvatar(x, y, own = false, label = null) {
+  avatars.push([x, y, own, label]);
 }
 
 /** Draws the avatars added since the last flush, above the boids. */
@@ -74,6 +75,17 @@ export function flushEntities() {
     ctx.lineWidth = 1;
     ctx.stroke();
   }
+  ctx.font = "11px system-ui, sans-serif";
+  ctx.textAlign = "center";
+  ctx.lineWidth = 3;
+  ctx.strokeStyle = "#000c";
+  for (const [x, y, own, label] of avatars) {
+    if (!label) continue;
+    ctx.strokeText(label, x, y - 10);
+    ctx.fillStyle = own ? "#ffe27a" : "#f4d0d0";
+    ctx.fillText(label, x, y - 10);
+  }
+  ctx.textAlign = "start";
   avatars.length = 0;
 }
 

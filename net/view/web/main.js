@@ -15,7 +15,7 @@
 // `?fleet=http://HOST:PORT&world=ID[&token=T]` it asks the fleet for the world's server
 // before every connection (`POST /api/worlds/{id}/join`), so it follows a moved world.
 
-import { camera, canvas, circle, drawAvatar, drawBackground, drawBoid, flushEntities, toScreen, toWorld } from "./draw.js";
+import { camera, canvas, circle, ctx, drawAvatar, drawBackground, drawBoid, flushEntities, toScreen, toWorld } from "./draw.js";
 import { drawReplay, pickAt, startReplay } from "./replay.js";
 import { ClientDecoder, KIND_AVATAR } from "./snapshot.js";
 import { CLOSE, VIEWER_TERRAIN } from "./layout.js";
@@ -50,6 +50,8 @@ const $ = (id) => document.getElementById(id);
 /** Everything the page knows; exposed as window.migratory for tests and the console. */
 const state = {
   connection: "not connected",
+  names: {}, // players' names by avatar id (/viewer/names)
+  castFx: null, // the last cast: when, where, the score before, "+N caught" or "missed"
   closeReason: null,
   closeCodes: [], // every close's code, in order (a reconnect's refusals follow a 4001)
   welcome: null,
@@ -163,7 +165,26 @@ function onClose(ev) {
     $("join").style.display = "";
   }
   setConnection(`closed (${ev.code}): ${words}`, true);
+  showClosed(`The connection closed (${ev.code}): ${words}.`);
 }
+
+/** The overlay over a world that stopped: why, and a way back in (with the avatar, when
+ * the page still holds its reconnect token and the server is back). */
+function showClosed(why) {
+  if (!joined || $("join").style.display === "") return;
+  $("closed-why").textContent = why;
+  $("closed").style.display = "flex";
+}
+
+$("closed-reconnect").addEventListener("click", () => {
+  $("closed").style.display = "none";
+  state.reconnecting = null;
+  connect(joined.name, joined.spectate, state.reconnectToken !== null);
+});
+$("closed-menu").addEventListener("click", () => {
+  $("closed").style.display = "none";
+  $("join").style.display = "";
+});
 
 /** The next attempt to take the avatar back, after a growing delay, until the grace is over. */
 function retry() {
@@ -171,7 +192,7 @@ function retry() {
   if (performance.now() - r.since > RECONNECT_GIVE_UP_MS) {
     state.reconnecting = null;
     setConnection("closed: the server did not come back in time", true);
-    $("join").style.display = "";
+    showClosed("The connection was lost and the server did not come back within 30 seconds.");
     return;
   }
   const delay = RECONNECT_DELAYS_MS[Math.min(r.attempt, RECONNECT_DELAYS_MS.length - 1)];
@@ -282,14 +303,17 @@ function draw() {
           state.own = p;
           if (cam.follow) { cam.x_mm = p.x_mm; cam.y_mm = p.y_mm; }
         }
-        drawAvatar(x, y, own);
+        drawAvatar(x, y, own, state.names[e.id] ?? null);
       } else {
         boids++;
-        drawBoid(x, y, e.qvx, e.qvy);
+        // The boids a cast reached flash for a moment.
+        const fx = state.castFx, hot = fx && performance.now() - fx.at < CAST_FLASH_MS && Math.hypot(p.x_mm - fx.x_mm, p.y_mm - fx.y_mm) <= w.castRadiusMm;
+        drawBoid(x, y, e.qvx, e.qvy, hot ? "#ffd040" : undefined);
       }
     }
     flushEntities();
     if (state.sentCamera) circle(state.sentCamera.x_mm, state.sentCamera.y_mm, w.viewRadiusMm, "#ffffff40", null, [2, 6]);
+    drawCastFx(w);
     if (state.own) {
       circle(state.own.x_mm, state.own.y_mm, w.viewRadiusMm, "#ffffff40", null, [2, 6]);
       const ready = castReady();
@@ -367,6 +391,49 @@ function sendCamera() {
 }
 
 /** 20 times a second: the steering from keys, mouse or touch, and a cast if asked. */
+/** How long a cast's ring and flash last, and how long to wait for its catch. */
+const CAST_FLASH_MS = 500;
+const CAST_RESULT_MS = 1500;
+
+/** A cast's feedback: a ring spreading over the cast radius, then "+N caught" or "missed"
+ * above the avatar, from the score the snapshots report. */
+function drawCastFx(w) {
+  const fx = state.castFx;
+  if (!fx) return;
+  const age = performance.now() - fx.at;
+  const score = state.latest?.header.score ?? fx.scoreBefore;
+  if (fx.result === null && score > fx.scoreBefore) fx.result = `+${score - fx.scoreBefore} caught`;
+  if (fx.result === null && age > CAST_RESULT_MS) fx.result = "missed";
+  if (age < CAST_FLASH_MS) {
+    const k = age / CAST_FLASH_MS;
+    circle(fx.x_mm, fx.y_mm, w.castRadiusMm * (0.3 + 0.7 * k), `rgba(255,208,64,${1 - k})`);
+  }
+  if (fx.result && age < CAST_RESULT_MS + 1500 && state.own) {
+    const [x, y] = toScreen(state.own.x_mm, state.own.y_mm);
+    ctx.font = "bold 14px system-ui, sans-serif";
+    ctx.textAlign = "center";
+    ctx.fillStyle = fx.result === "missed" ? "#c0c8d0" : "#ffd040";
+    ctx.fillText(fx.result, x, y - 26);
+    ctx.textAlign = "start";
+  }
+  state.lastCastResult = fx.result;
+}
+
+/** The players' names by avatar id, from the server (every 2 s while connected). */
+async function pollNames() {
+  for (;;) {
+    if (!state.replay && ws?.readyState === WebSocket.OPEN) {
+      try {
+        const resp = await fetch("/viewer/names");
+        if (resp.ok) state.names = await resp.json();
+      } catch (e) {
+        console.warn("names", e);
+      }
+    }
+    await new Promise((ok) => setTimeout(ok, 2000));
+  }
+}
+
 function sendInput() {
   if (!ws || ws.readyState !== WebSocket.OPEN || !state.welcome) return;
   if (state.spectating) return sendCamera();
@@ -380,7 +447,10 @@ function sendInput() {
   const throttle = len > 0 ? 100 : 0;
   const scale = len > 0 ? 30000 / len : 0;
   const cast = castRequested && castReady() && state.own && inHuntingField(state.own);
-  if (cast) state.lastCastTick = state.latest.header.tick;
+  if (cast) {
+    state.lastCastTick = state.latest.header.tick;
+    state.castFx = { at: performance.now(), x_mm: state.own.x_mm, y_mm: state.own.y_mm, scoreBefore: state.latest.header.score, result: null };
+  }
   castRequested = false;
   seq += 1;
   ws.send(encodeInput(seq, Math.round(dx * scale), Math.round(dy * scale), throttle, cast));
@@ -475,6 +545,7 @@ state.fitWorld = () => {
   state.camera.y_mm = t.worldSizeMm / 2 + (below / 2) * state.camera.mmPerPx;
 };
 
+pollNames();
 startReplay(state).then((replaying) => { if (replaying) state.fitWorld(); }).catch((e) => console.error(e));
 
 loadTerrain().then(() => state.fitWorld()).catch((e) => console.error(e));

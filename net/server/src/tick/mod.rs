@@ -247,6 +247,10 @@ impl TickLoop {
         let t1 = Instant::now();
         self.set_phase(Phase::Step);
         self.world.step(&self.inputs);
+        let out = self.world.output();
+        if !out.joined.is_empty() || !out.left.is_empty() {
+            self.publish_roster();
+        }
         // Published before any of this tick's snapshots leave, so a PONG never names a tick
         // older than a snapshot its client already holds.
         self.metrics.current_tick.store(self.world.tick(), Relaxed);
@@ -399,6 +403,19 @@ impl TickLoop {
                 inputs.push(Input::Ack { client, tick });
             }
         }
+    }
+
+    /// The players' names by avatar id, for the live page's labels.
+    fn publish_roster(&self) {
+        let roster = self
+            .world
+            .players()
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.active && !p.spectator)
+            .map(|(slot, p)| (self.world.avatar_id(slot as u32), p.name().to_string()))
+            .collect();
+        *self.metrics.roster.lock().unwrap_or_else(|e| e.into_inner()) = roster;
     }
 
     fn record(&mut self) {

@@ -49,6 +49,10 @@ try {
   const marked = await page.evaluate(() => ({ form: document.getElementById("bookmark").style.display, hud: document.getElementById("bookmarked").textContent }));
   check(marked.form === "none" && marked.hud.startsWith("sent near tick"), `B sends a bookmark (${JSON.stringify(marked)})`);
 
+  // Names over avatars: the server's roster names this page's avatar.
+  await page.waitForFunction(() => window.migratory.names[window.migratory.welcome.avatarId] === "browser", null, { timeout: 8000 });
+  check(true, "the roster names the own avatar");
+
   // A right-button drag pans the camera off the avatar.
   const cam0 = await page.evaluate(() => ({ ...window.migratory.camera }));
   await page.mouse.move(500, 350);
@@ -117,6 +121,8 @@ try {
   await page.waitForFunction(() => window.migratory.connection.startsWith("closed"), null, { timeout: 15000 });
   const state = await page.evaluate(() => document.getElementById("state").textContent);
   check(state.includes("1001") && /shut/i.test(state), `the close is shown with its reason (${state})`);
+  const overlay = await page.evaluate(() => ({ shown: document.getElementById("closed").style.display, why: document.getElementById("closed-why").textContent }));
+  check(overlay.shown === "flex" && overlay.why.includes("1001"), `an overlay says why, with a reconnect button (${JSON.stringify(overlay)})`);
   await page.screenshot({ path: `${out}/6-closed.png` });
   check(errors.length === 0, `no console errors (${errors.join(" | ")})`);
 } finally {
