@@ -34,6 +34,8 @@ export async function startReplay(state) {
     selected: null, inspected: null, inspectBusy: false,
     client: null, clientView: null, clientBusy: false,
     markers: null, timeline: null, bookmarks: info.bookmarks ?? [],
+    /** Pinned fields: {id, field (probe's name), label, series, key, error, busy, svg}. */
+    pins: [],
     divergence: null, highlight: new Set(),
     /** Every entity at the tick shown, as objects (for tests and the console). */
     get entities() {
@@ -70,6 +72,19 @@ export async function startReplay(state) {
   const side = document.createElement("div");
   side.id = "inspector";
   document.body.appendChild(side);
+  // A field's name pins it (watched as you step, plotted over the timeline's range); x unpins.
+  side.addEventListener("click", (e) => {
+    const a = e.target.closest("[data-pin],[data-unpin]");
+    if (!a) return;
+    e.preventDefault();
+    if (a.dataset.unpin !== undefined) r.pins.splice(Number(a.dataset.unpin), 1);
+    else {
+      const id = r.selected, label = a.dataset.pin;
+      const at = r.pins.findIndex((p) => p.id === id && p.label === label);
+      if (at >= 0) r.pins.splice(at, 1);
+      else r.pins.push({ id, label, field: PINNABLE[label], series: null, key: null, error: null, busy: false, svg: "" });
+    }
+  });
   r.timeline = createTimeline($("replay-lanes"), r, {
     seek: (tick) => { r.playing = false; r.tick = tick; },
     select: (id) => { r.client = null; $("replay-view").value = ""; r.selected = id; r.inspected = null; state.camera.follow = true; },
@@ -296,6 +311,7 @@ export function drawReplay(state) {
   }
   drawTrack(r);
   r.timeline.draw();
+  refreshPins(r);
   inspector(r);
   $("replay-tick").textContent = r.shown ?? "-";
   $("replay-slider").value = String(tick);
@@ -394,9 +410,77 @@ function requestEntity(r) {
     .finally(() => { r.inspectBusy = false; });
 }
 
-/** The side panel: the picked entity's fields and differences, and the client's snapshot. */
+/** Fields the inspector can pin: its name -> `migratory-replay probe`'s. */
+const PINNABLE = {
+  x_mm: "x_mm", y_mm: "y_mm", vx: "vx", vy: "vy", score: "score", last_seq: "last_seq", acked_tick: "acked_tick",
+  ack_lag_ticks: "ack_lag", cast_ready_tick: "cast_ready_tick", throttle: "throttle", dir_x: "dir_x", dir_y: "dir_y",
+};
+/** Widest range a pin is plotted over (the server's `PROBE_RANGE_TICKS_MAX`). */
+const PIN_RANGE_TICKS_MAX = 20000;
+const PLOT_W = 290, PLOT_H = 46;
+
+/** Fetches each pin's series over the timeline's visible range when the range changed. */
+function refreshPins(r) {
+  const { from, to } = r.timeline;
+  for (const pin of r.pins) {
+    const key = `${from}/${to}`;
+    if (pin.busy || pin.key === key) continue;
+    pin.key = key;
+    if (to - from > PIN_RANGE_TICKS_MAX) {
+      pin.series = null;
+      pin.error = `zoom the timeline to at most ${PIN_RANGE_TICKS_MAX} ticks to plot`;
+      continue;
+    }
+    pin.busy = true;
+    fetch(`/replay/probe?id=${pin.id}&field=${pin.field}&from=${from}&to=${to}`)
+      .then((resp) => (resp.ok ? resp.json() : resp.text().then((t) => Promise.reject(new Error(t.trim())))))
+      .then((report) => { pin.series = report.series; pin.from = from; pin.to = to; pin.error = null; pin.svg = plot(report.series, from, to); })
+      .catch((e) => { pin.series = null; pin.error = String(e.message ?? e); })
+      .finally(() => { pin.busy = false; });
+  }
+}
+
+/** An SVG polyline of `series` ([tick, value|null]) over ticks from..to (at most ~600
+ * points: every k-th), with its least and greatest value. */
+function plot(series, from, to) {
+  const values = series.filter(([, v]) => v !== null).map(([, v]) => v);
+  if (!values.length) return `<div class="absent">absent over ${from}..${to}</div>`;
+  const lo = Math.min(...values), hi = Math.max(...values);
+  const k = Math.max(1, Math.ceil(series.length / 600));
+  const x = (t) => ((t - from) / Math.max(1, to - from)) * PLOT_W;
+  const y = (v) => PLOT_H - 2 - ((v - lo) / Math.max(1, hi - lo)) * (PLOT_H - 4);
+  const runs = [];
+  let run = [];
+  series.forEach(([t, v], i) => {
+    if (v === null) { if (run.length) runs.push(run); run = []; return; }
+    if (i % k === 0 || i === series.length - 1) run.push(`${x(t).toFixed(1)},${y(v).toFixed(1)}`);
+  });
+  if (run.length) runs.push(run);
+  const lines = runs.map((pts) => `<polyline points="${pts.join(" ")}" fill="none" stroke="#40e0ff" stroke-width="1.5"/>`).join("");
+  return `<svg width="${PLOT_W}" height="${PLOT_H}" style="background:#ffffff10;display:block">${lines}PLAYHEAD</svg><div>${from}..${to}: ${lo} to ${hi}</div>`;
+}
+
+/** The pinned fields: each one's value at the tick shown and its plot. */
+function pinnedRows(r) {
+  if (!r.pins.length) return [];
+  const rows = ["<h3>pinned</h3>"];
+  r.pins.forEach((pin, i) => {
+    const at = pin.series?.find(([t]) => t === r.shown);
+    const value = at ? (at[1] ?? "absent") : "-";
+    rows.push(`<div>entity ${pin.id} <b>${pin.label}</b> = <b class="pin-value">${value}</b> <a href="#" data-unpin="${i}" title="unpin">x</a></div>`);
+    if (pin.error) rows.push(`<div class="absent">${pin.error}</div>`);
+    else if (pin.svg) {
+      const px = r.shown !== null && r.shown >= pin.from && r.shown <= pin.to ? (((r.shown - pin.from) / Math.max(1, pin.to - pin.from)) * PLOT_W).toFixed(1) : null;
+      rows.push(pin.svg.replace("PLAYHEAD", px === null ? "" : `<line x1="${px}" x2="${px}" y1="0" y2="${PLOT_H}" stroke="#fff" stroke-width="1"/>`));
+    } else rows.push(`<div>plotting ${pin.label}...</div>`);
+  });
+  return rows;
+}
+
+/** The side panel: pinned fields, the picked entity's fields and differences, and the
+ * client's snapshot. */
 function inspector(r) {
-  const rows = [];
+  const rows = pinnedRows(r);
   const cv = r.client !== null ? r.clientView : null;
   if (cv) {
     const line = r.markers?.clients.find((c) => c.client === r.client);
@@ -412,7 +496,9 @@ function inspector(r) {
   const e = r.inspected?.entity;
   if (r.selected !== null) {
     rows.push(`<h3>entity ${r.selected}${r.inspected ? ` at tick ${r.inspected.tick}` : ""}</h3>`);
-    if (e) rows.push(`<table>${Object.entries(e).map(([k, v]) => `<tr><td>${k}</td><td>${v ?? "-"}</td></tr>`).join("")}</table>`);
+    const pinned = (k) => r.pins.some((p) => p.id === r.selected && p.label === k);
+    const name = (k) => (PINNABLE[k] ? `<a href="#" data-pin="${k}" title="${pinned(k) ? "unpin" : "pin: watch it as you step, plot it over the timeline's range"}">${pinned(k) ? "&#9679; " : ""}${k}</a>` : k);
+    if (e) rows.push(`<table>${Object.entries(e).map(([k, v]) => `<tr><td>${name(k)}</td><td>${v ?? "-"}</td></tr>`).join("")}</table>`);
     if (r.inspected?.track.length) rows.push(`<div>track: ${r.inspected.track.length} ticks (last ${r.info.track_seconds} s)</div>`);
     const diffs = (r.divergence?.entities ?? []).filter((d) => d.id === r.selected);
     if (diffs.length) rows.push(`<h3>differs at tick ${r.divergence.explained_at_tick}</h3><table class="diff"><tr><th>field</th><th>this</th><th>other</th></tr>${diffs.map((d) => `<tr><td>${d.field}</td><td title="${d.a}">${d.a}</td><td title="${d.b}">${d.b}</td></tr>`).join("")}</table>`);

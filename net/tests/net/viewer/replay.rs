@@ -178,6 +178,7 @@ fn the_replay_viewer_shows_the_recorded_world_at_a_sought_tick() {
     check_markers(&rec, of("markers")[0]);
     check_timeline(of("markers")[0], of("timeline")[0]);
     check_inspected(&rec, ticks[0], of("inspected")[0]);
+    check_pinned(&rec, ticks[0], of("pinned")[0]);
     check_client_view(&rec, ticks[0], of("client")[0]);
     // As a client, the camera follows the centre of what it saw.
     let seen = of("client")[0];
@@ -432,6 +433,47 @@ fn check_timeline(markers: &Value, line: &Value) {
         serde_json::json!([0, markers["markers"]["scanned_tick"]]),
         "{line}"
     );
+}
+
+/// A pinned field: the avatar's x_mm at every tick of the timeline's range, as a replay
+/// here computes it, its value at the tick shown (one step after the pick), and a plot.
+fn check_pinned(rec: &migratory_replay::Recording, tick: u32, line: &Value) {
+    let id = line["id"].as_u64().expect("id") as u32;
+    assert_eq!(line["field"], "x_mm", "{line}");
+    let (from, to) = (
+        line["from"].as_u64().expect("from") as u32,
+        line["to"].as_u64().expect("to") as u32,
+    );
+    assert_eq!(
+        (from, to),
+        (rec.meta.start_tick, rec.last_tick()),
+        "the whole recording is in view"
+    );
+    let slot = (id - rec.meta.config.boid_count) as usize;
+    let mut world = rec.world_at(from, 1).expect("world_at");
+    let x = |w: &migratory_kernel::World| {
+        let p = w.players()[slot];
+        (p.active && !p.spectator).then_some(i64::from(p.x_mm))
+    };
+    let mut expected = vec![(from, x(&world))];
+    for t in rec.ticks_from(from + 1) {
+        let t = t.expect("tick");
+        if t.tick > to {
+            break;
+        }
+        world.step(&t.inputs);
+        expected.push((t.tick, x(&world)));
+    }
+    let got: Vec<(u32, Option<i64>)> = serde_json::from_value(line["series"].clone()).expect("series");
+    assert_eq!(got, expected, "the pinned series");
+    let shown = expected
+        .iter()
+        .find(|(t, _)| *t == tick + 1)
+        .and_then(|(_, v)| *v)
+        .expect("present");
+    assert_eq!(line["shown"], tick + 1);
+    assert_eq!(line["value"], shown.to_string(), "{line}");
+    assert!(line["polylines"].as_u64().is_some_and(|n| n >= 1), "{line}");
 }
 
 /// The inspector: the picked avatar's fields as `inspect --entity` makes them, and its

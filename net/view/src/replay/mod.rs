@@ -14,6 +14,8 @@
 //! `/replay/entity?tick=T&id=ID` (JSON: the entity as `migratory-replay inspect` prints
 //! it, and its `track` as `[tick, x_mm, y_mm]` over the last `reader::TRACK_SECONDS`; an
 //! avatar id whose slot is free at T answers `kind: "absent"` with `why`),
+//! `/replay/probe?id=ID&field=F&from=A&to=B` (JSON: `migratory-replay probe --json`'s
+//! report, `series` as `[tick, value or null]`; at most `PROBE_RANGE_TICKS_MAX` ticks),
 //! `/replay/client?tick=T&client=C` (JSON: the view C's newest snapshot at or before T gave
 //! it, that snapshot's tick, baseline and size, and C's acked tick; a client not in the
 //! world at T, or with no snapshot yet, answers `{"absent": why}`: the page asks tick
@@ -61,6 +63,9 @@ use crate::assets;
 pub const STATES_WINDOW_FRAMES_MAX: u32 = 120;
 /// Widest stride `/replay/states` takes, in ticks.
 pub const STATES_STRIDE_TICKS_MAX: u32 = 3600;
+/// Widest range `/replay/probe` replays, in ticks (about 10 s of stepping for the default
+/// world on this machine).
+pub const PROBE_RANGE_TICKS_MAX: u32 = 20_000;
 
 /// The page's questions go to two readers, each with its own recording and cursor world,
 /// so playback (one window of states after another) and the inspector's questions about
@@ -69,6 +74,8 @@ pub const STATES_STRIDE_TICKS_MAX: u32 = 3600;
 #[derive(Debug)]
 struct ViewState {
     info: Value,
+    /// The recording's path (`/replay/probe` opens it on a thread of its own).
+    path: PathBuf,
     /// `/replay/state` and `/replay/states`.
     playback: Mutex<mpsc::Sender<Request>>,
     /// `/replay/entity` and `/replay/client`.
@@ -97,6 +104,14 @@ struct WindowQuery {
     from: u32,
     count: u32,
     stride: Option<u32>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct ProbeQuery {
+    id: u32,
+    field: String,
+    from: u32,
+    to: u32,
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -160,6 +175,38 @@ async fn states(State(s): State<Arc<ViewState>>, Query(q): Query<WindowQuery>) -
         stride,
     };
     ask(&s.playback, question).await
+}
+
+/// `/replay/probe`: one field of one entity over a range of ticks, as `migratory-replay
+/// probe` computes it (its own replay, beside the readers).
+async fn probe(State(s): State<Arc<ViewState>>, Query(q): Query<ProbeQuery>) -> Response {
+    if q.to < q.from || q.to - q.from > PROBE_RANGE_TICKS_MAX {
+        let why = format!(
+            "from={} to={}: a range of at most {PROBE_RANGE_TICKS_MAX} ticks, from <= to\n",
+            q.from, q.to
+        );
+        return (StatusCode::BAD_REQUEST, why).into_response();
+    }
+    let path = s.path.clone();
+    let answer = tokio::task::spawn_blocking(move || {
+        migratory_replay::tools::probe(
+            &path,
+            migratory_replay::tools::Probed::Entity(q.id),
+            &q.field,
+            (Some(q.from), Some(q.to)),
+            None,
+            &mut |_, _| {},
+        )
+    })
+    .await;
+    match answer {
+        Ok(Ok(report)) => axum::Json(report).into_response(),
+        Ok(Err(e @ migratory_replay::tools::ToolError::Invalid(_))) => {
+            (StatusCode::UNPROCESSABLE_ENTITY, format!("{e}\n")).into_response()
+        }
+        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "the probe stopped\n").into_response(),
+    }
 }
 
 async fn entity(State(s): State<Arc<ViewState>>, Query(q): Query<TickQuery>) -> Response {
@@ -289,9 +336,10 @@ pub async fn view(
         None => analysis::not_asked(),
     }));
     if let Some(against) = compare {
-        let (out, boid_count) = (
+        let (out, boid_count, path) = (
             divergence.clone(),
             info["boid_count"].as_u64().unwrap_or(0) as u32,
+            path.clone(),
         );
         spawn("replay-compare", move || {
             let found = analysis::find_divergence(&path, &against, boid_count);
@@ -303,6 +351,7 @@ pub async fn view(
     let terrain = axum::body::Bytes::from(terrain);
     let state_ = Arc::new(ViewState {
         info,
+        path: path.clone(),
         playback: Mutex::new(playback),
         details: Mutex::new(details),
         markers,
@@ -336,6 +385,7 @@ pub async fn view(
         .route("/replay/state", get(state))
         .route("/replay/states", get(states))
         .route("/replay/entity", get(entity))
+        .route("/replay/probe", get(probe))
         .route("/replay/client", get(client))
         .with_state(state_)
         .merge(assets::live_routes(terrain));

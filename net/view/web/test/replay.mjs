@@ -82,8 +82,22 @@ try {
   await page.waitForFunction((id) => window.migratory.replay.inspected?.entity.id === id, avatar.id, { timeout: 10000 });
   const inspected = await page.evaluate(() => window.migratory.replay.inspected);
   const panel = await page.evaluate(() => document.getElementById("inspector").innerText);
-  await page.screenshot({ path: `${out}/replay-inspector.png` });
   say("inspected", { picked: avatar.id, inspected, panel });
+
+  // Pin its x_mm: the value at the tick shown and a plot over the timeline's range.
+  await page.click('#inspector a[data-pin="x_mm"]');
+  await page.waitForFunction(() => window.migratory.replay.pins[0]?.series, null, { timeout: 20000 });
+  await page.click("#replay-step");
+  await page.waitForFunction((t) => window.migratory.replay.shown === t + 1, tick, { timeout: 10000 });
+  await page.waitForTimeout(100);
+  const pinned = await page.evaluate(() => {
+    const p = window.migratory.replay.pins[0];
+    return { id: p.id, field: p.field, from: p.from, to: p.to, series: p.series, shown: window.migratory.replay.shown, value: document.querySelector("#inspector .pin-value")?.textContent, polylines: document.querySelectorAll("#inspector svg polyline").length };
+  });
+  await page.screenshot({ path: `${out}/replay-inspector.png` });
+  say("pinned", pinned);
+  await page.click("#replay-back");
+  await page.waitForFunction((t) => window.migratory.replay.shown === t, tick, { timeout: 10000 });
 
   // As the first client saw it.
   const client = await page.evaluate(() => window.migratory.replay.markers.clients[0].client);
