@@ -46,6 +46,11 @@ pub(crate) fn router(fleet: Arc<Fleet>, auth: Arc<Auth>) -> Router {
             "/api/worlds/{id}/upgrade",
             post(upgrade).route_layer(admin.clone()),
         )
+        .route("/api/worlds/{id}/view", post(view).route_layer(admin.clone()))
+        .route(
+            "/api/worlds/{id}/bookmarks",
+            get(bookmarks).route_layer(reader.clone()),
+        )
         .route("/api/nodes/{id}/drain", post(drain).route_layer(admin))
         .route("/api/worlds/{id}/join", post(join).route_layer(player))
         .route("/api/nodes", get(nodes).route_layer(reader.clone()))
@@ -518,7 +523,25 @@ async fn upgrade(
     in_own_task(async move { fleet.upgrade_world(&id, req.mode).await }).await
 }
 
-fn task_failed(e: tokio::task::JoinError) -> FleetError {
+/// `GET /api/worlds/{id}/bookmarks`: the bookmarks of the world's history.
+async fn bookmarks(
+    State(fleet): State<Arc<Fleet>>,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, FleetError> {
+    let marks = fleet.bookmarks(&id).await?;
+    Ok(Json(serde_json::json!({ "world": id, "bookmarks": marks })))
+}
+
+/// `POST /api/worlds/{id}/view`: the replay viewer over the world's history, opened on
+/// this node.
+async fn view(
+    State(fleet): State<Arc<Fleet>>,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, FleetError> {
+    in_own_task(async move { fleet.open_view(&id).await }).await
+}
+
+pub(crate) fn task_failed(e: tokio::task::JoinError) -> FleetError {
     FleetError::Io {
         context: "the operation's task".into(),
         source: std::io::Error::other(e.to_string()),

@@ -26,6 +26,7 @@ mod auth;
 pub mod cli;
 mod error;
 mod fleet;
+mod history;
 mod limits;
 mod metrics;
 mod moving;

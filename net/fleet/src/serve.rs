@@ -92,6 +92,7 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
         generation: AtomicU64::new(0),
         node,
         metrics: crate::metrics::FleetMetrics::new(),
+        views: tokio::sync::Mutex::new(BTreeMap::new()),
     });
     fleet.reconcile().await?;
     let stop = Arc::new(Notify::new());

@@ -241,7 +241,7 @@ fn taken_over(id: &str) -> FleetError {
 /// would resume from (the newest with a durable root, as `start_server` picks it) back
 /// through each one's `resumed_from_seq`. Segments off that chain (a server that died
 /// before anything of it was kept) are left out.
-fn resume_chain(segments: &[SegmentRow], lineage: i64) -> Result<Vec<SegmentRow>, String> {
+pub(crate) fn resume_chain(segments: &[SegmentRow], lineage: i64) -> Result<Vec<SegmentRow>, String> {
     let durable = |s: &&SegmentRow| {
         s.lineage == lineage
             && s.last_tick.is_some()

@@ -318,6 +318,12 @@ pub fn rerecord_chain(
                     .map_err(io_err(format!("writing {}", tmp.display())))?;
                 progress(t.tick - start, total);
             }
+            // The people's bookmarks go along: they name ticks, not states.
+            for b in rec.bookmarks().map_err(rec_err(path))? {
+                writer
+                    .bookmark(b.tick, b.client, &b.note)
+                    .map_err(io_err(format!("writing {}", tmp.display())))?;
+            }
         }
         Ok(())
     })();

@@ -115,6 +115,33 @@ fn extract_keeps_the_bookmarks_of_the_ticks_it_keeps() {
 }
 
 #[test]
+fn rerecord_carries_every_segments_bookmarks() {
+    let dir = TempDir::new("bookmarks-rerecord");
+    let (a, b, out) = (
+        dir.path().join("a.mrec"),
+        dir.path().join("b.mrec"),
+        dir.path().join("all.mrec"),
+    );
+    std::fs::write(
+        &a,
+        recorded_with(&[(30, mark(25, 1, "first half")), (90, mark(88, 2, "second"))]),
+    )
+    .expect("write");
+    // The second segment: ticks 61..=120 of the same session, from its checkpoint at 60.
+    migratory_replay::tools::extract(&a, 60, 120, &b).expect("extract");
+    migratory_replay::tools::extract(&a, 0, 60, &dir.path().join("head.mrec")).expect("extract");
+    let paths = [dir.path().join("head.mrec"), b.clone()];
+    let paths: Vec<&std::path::Path> = paths.iter().map(|p| p.as_path()).collect();
+    migratory_replay::tools::rerecord_chain(&paths, &out, 1, crate::writer_options(20, 60), &mut |_, _| {})
+        .expect("rerecord");
+    let rec = Recording::open(&out).expect("open");
+    assert_eq!(
+        rec.bookmarks().expect("bookmarks"),
+        vec![mark(25, 1, "first half"), mark(88, 2, "second")]
+    );
+}
+
+#[test]
 fn recordings_of_format_1_still_read_and_replay() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../corpora/small.mrec");
     let rec = Recording::open(&path).expect("corpora/small.mrec");

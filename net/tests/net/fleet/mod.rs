@@ -42,4 +42,5 @@ on_both_backends!(
     a_server_that_stops_answering_is_replaced,
     unknown_joins_keep_nothing_and_metrics_and_discovery_tell_the_rest,
     a_world_crosses_a_rules_change_by_replay_or_fork,
+    a_bookmark_is_listed_and_opens_the_worlds_replay,
 );

@@ -16,7 +16,9 @@ pub use super::access::{
     every_call_needs_a_token_of_its_role, open_joins_are_rate_limited_and_tokens_come_from_the_environment,
     unknown_joins_keep_nothing_and_metrics_and_discovery_tell_the_rest,
 };
-pub use super::upgrade::a_world_crosses_a_rules_change_by_replay_or_fork;
+pub use super::upgrade::{
+    a_bookmark_is_listed_and_opens_the_worlds_replay, a_world_crosses_a_rules_change_by_replay_or_fork,
+};
 
 /// World ids are unique per scenario and backend: the scenarios run at once, and
 /// `world_server_pids` finds processes by world id.

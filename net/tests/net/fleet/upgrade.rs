@@ -149,3 +149,82 @@ pub fn a_world_crosses_a_rules_change_by_replay_or_fork(backend: Backend) {
         assert_eq!(s, 404);
     });
 }
+
+/// A bookmark a player makes in a fleet world (BOOKMARK over its WebSocket) is listed by
+/// the fleet once its segment closes; the node opens a replay viewer over the world's
+/// whole history (two segments), which holds the bookmark and every tick; and the listed
+/// bookmark then links into that replay at its tick, as its maker saw it.
+pub fn a_bookmark_is_listed_and_opens_the_worlds_replay(backend: Backend) {
+    let w = world_id("bookmarks", backend);
+    let env = Env::new(backend, "fleet-bookmarks");
+    let fleet = env.fleet(POLL);
+    runtime().block_on(async {
+        assert_eq!(fleet.put(&w, SMALL_WORLD).await.0, 201);
+        play(&fleet, &w, 300).await;
+        let (s, j) = fleet.join(&w).await;
+        assert_eq!(s, 200, "{j}");
+        let (mut ws, welcome) = crate::common::join(j["ws_url"].as_str().expect("ws_url"), "marker").await;
+        crate::common::send(
+            &mut ws,
+            migratory_wire::protocol::encode_bookmark("the flock split"),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(ws);
+        assert_eq!(fleet.stop(&w).await.0, 200);
+        let (s, b) = fleet
+            .call(Method::GET, &format!("/api/worlds/{w}/bookmarks"), None)
+            .await;
+        assert_eq!(s, 200, "{b}\n{}", fleet.log());
+        let marks = b["bookmarks"].as_array().expect("bookmarks").clone();
+        assert_eq!(marks.len(), 1, "{b}");
+        assert_eq!(
+            (marks[0]["segment"].as_i64(), marks[0]["client"].as_u64()),
+            (Some(2), Some(u64::from(welcome.client_id))),
+            "{b}"
+        );
+        assert_eq!(marks[0]["note"], "the flock split", "{b}");
+        assert!(marks[0]["replay_url"].is_null(), "no viewer open yet: {b}");
+        let tick = marks[0]["tick"].as_u64().expect("tick");
+
+        let (s, v) = fleet
+            .call(Method::POST, &format!("/api/worlds/{w}/view"), None)
+            .await;
+        assert_eq!(s, 200, "{v}\n{}", fleet.log());
+        assert_eq!(v["segments"], serde_json::json!([1, 2]), "{v}");
+        let url = v["url"].as_str().expect("url").to_string();
+        let info = migratory_wire::http::get(&format!("{url}replay/info"))
+            .await
+            .expect("GET info");
+        let info: Value = serde_json::from_str(&info.text()).expect("JSON");
+        assert_eq!(info["start_tick"], 0, "the whole history: {info}");
+        assert_eq!(info["last_tick"], v["last_tick"], "{info}");
+        assert_eq!(info["bookmarks"][0]["tick"], tick, "{info}");
+        // Asked again with nothing new, the same viewer answers.
+        let (_, again) = fleet
+            .call(Method::POST, &format!("/api/worlds/{w}/view"), None)
+            .await;
+        assert_eq!(again["url"], v["url"]);
+        let (_, b) = fleet
+            .call(Method::GET, &format!("/api/worlds/{w}/bookmarks"), None)
+            .await;
+        assert_eq!(
+            b["bookmarks"][0]["replay_url"],
+            format!("{url}?tick={tick}&client={}", welcome.client_id),
+            "{b}"
+        );
+        // The state at the bookmark's tick is the recorded world's.
+        let state = migratory_wire::http::get(&format!("{url}replay/state?tick={tick}"))
+            .await
+            .expect("GET state");
+        assert_eq!(state.status, 200);
+        assert_eq!(
+            u32::from_le_bytes(state.body[..4].try_into().expect("tick")),
+            tick as u32
+        );
+        let (s, _) = fleet
+            .call(Method::GET, "/api/worlds/no-such-world/bookmarks", None)
+            .await;
+        assert_eq!(s, 404);
+    });
+}
