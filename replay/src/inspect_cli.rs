@@ -225,6 +225,10 @@ pub(crate) struct ProbeArgs {
     /// `tick,value` rows with a header (ticks where it is absent are left out).
     #[arg(long)]
     csv: bool,
+    /// Also draw the series into this PNG (a line over ticks, broken where absent).
+    #[cfg(feature = "plot")]
+    #[arg(long, value_name = "OUT.png")]
+    png: Option<std::path::PathBuf>,
 }
 
 /// Exit 0, or 1 when `--first`'s condition never held.
@@ -235,6 +239,22 @@ pub(crate) fn probe(json: bool, a: &ProbeArgs) -> anyhow::Result<ExitCode> {
         (None, None) => anyhow::bail!("give --entity ID or --client ID"),
     };
     let r = tools::probe(&a.rec, probed, &a.field, (a.from, a.to), a.first, &mut progress())?;
+    #[cfg(feature = "plot")]
+    if let Some(out) = &a.png {
+        let who = match probed {
+            Probed::Entity(id) => format!("entity {id}"),
+            Probed::Client(c) => format!("client {c}"),
+        };
+        let title = format!(
+            "{who} {} over ticks {}..={} ({})",
+            r.field,
+            r.from,
+            r.to,
+            a.rec.display()
+        );
+        migratory_replay::plot::plot_series(out, &title, &r.field, &r.series)?;
+        eprintln!("wrote {}", out.display());
+    }
     if json {
         print_json(&r);
     } else if a.csv {

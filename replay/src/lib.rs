@@ -5,6 +5,8 @@
 pub mod divergence;
 pub mod format;
 pub mod junit;
+#[cfg(feature = "plot")]
+pub mod plot;
 pub mod sim;
 pub mod tools;
 

@@ -2,8 +2,8 @@
 //! against its target, downstream per bot against the average target and the hard cap,
 //! RTT, server RSS and CPU per tick), drawn with plotters into a PNG.
 //!
-//! Text needs a TrueType font: `MIGRATORY_FONT`, else DejaVu Sans where Debian's
-//! `fonts-dejavu-core` puts it.
+//! Text needs a TrueType font (`migratory_replay::plot::load_font`: `MIGRATORY_FONT`, else
+//! DejaVu Sans where Debian's `fonts-dejavu-core` puts it).
 
 use std::path::Path;
 
@@ -15,17 +15,11 @@ use crate::series::{Sample, Thresholds};
 pub const CHART_WIDTH_PX: u32 = 1600;
 pub const CHART_HEIGHT_PX: u32 = 1200;
 
-const FONT_CANDIDATES: [&str; 3] = [
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-];
-
 /// Why a chart could not be drawn.
 #[derive(Debug, thiserror::Error)]
 pub enum ChartError {
-    #[error("no TrueType font for the chart: set MIGRATORY_FONT, or install Debian's fonts-dejavu-core")]
-    NoFont,
+    #[error(transparent)]
+    Font(#[from] migratory_replay::plot::PlotError),
     #[error("drawing the chart: {0}")]
     Draw(String),
 }
@@ -34,30 +28,9 @@ fn draw_err(e: impl std::fmt::Display) -> ChartError {
     ChartError::Draw(e.to_string())
 }
 
-/// Registers the font once per process.
+/// The font text needs, shared with `migratory-replay probe --png`.
 fn load_font() -> Result<(), ChartError> {
-    static LOADED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let ok = *LOADED.get_or_init(|| {
-        let paths = std::env::var("MIGRATORY_FONT")
-            .ok()
-            .into_iter()
-            .chain(FONT_CANDIDATES.iter().map(|s| s.to_string()));
-        for path in paths {
-            if let Ok(bytes) = std::fs::read(&path) {
-                // plotters keeps the font for the life of the process.
-                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
-                    return true;
-                }
-            }
-        }
-        false
-    });
-    if ok {
-        Ok(())
-    } else {
-        Err(ChartError::NoFont)
-    }
+    Ok(migratory_replay::plot::load_font()?)
 }
 
 /// One line of a panel: its legend, colour and values.

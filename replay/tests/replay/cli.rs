@@ -685,3 +685,79 @@ fn probe_follows_a_field_and_finds_when_a_condition_first_holds() {
         assert_eq!(cli(&args).status.code(), Some(2), "{bad:?}");
     }
 }
+
+/// `probe --png`: the series drawn into a PNG of the documented size, beside the usual
+/// output; a series absent at every tick is an error that says so, and writes nothing.
+#[test]
+fn probe_draws_a_field_into_a_png() {
+    let dir = TempDir::new("cli-probe-png");
+    let rec = dir.path().join("a.mrec");
+    let out = cli(&[
+        "synth",
+        "-o",
+        path(&rec),
+        "--ticks",
+        "60",
+        "--clients",
+        "1",
+        "--boids",
+        "50",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let png = dir.path().join("x.png");
+    let out = cli(&[
+        "probe",
+        path(&rec),
+        "--entity",
+        "3",
+        "--field",
+        "x_mm",
+        "--png",
+        path(&png),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&png).expect("the PNG");
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    let be = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
+    assert_eq!(
+        (be(16), be(20)),
+        (
+            migratory_replay::plot::PROBE_PLOT_WIDTH_PX,
+            migratory_replay::plot::PROBE_PLOT_HEIGHT_PX
+        )
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        61,
+        "the lines still print"
+    );
+    // An avatar slot no one holds is absent at every tick: nothing to plot.
+    let empty = dir.path().join("empty.png");
+    let out = cli(&[
+        "probe",
+        path(&rec),
+        "--entity",
+        "60",
+        "--field",
+        "x_mm",
+        "--png",
+        path(&empty),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nothing to plot"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!empty.exists());
+}
