@@ -107,6 +107,37 @@ fn the_live_viewer_plays_in_a_real_browser() {
         let info: serde_json::Value = serde_json::from_str(&info).expect("JSON");
         assert_eq!(info["bookmarks"][0]["note"], "seen from the browser", "{info}");
         assert_eq!(info["bookmarks"][0]["tick"], marks[0].tick, "{info}");
+        // In Chromium: the timeline's bookmarks lane holds it, and a click lands on its tick.
+        let url = format!("http://{}/", view.local_addr);
+        let out_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("viewer-screenshots");
+        let node = tokio::task::spawn_blocking(move || {
+            Command::new("node")
+                .arg(viewer_dir().join("test/bookmark_lane.mjs"))
+                .args([
+                    url.as_str(),
+                    &out_dir.display().to_string(),
+                    "seen from the browser",
+                ])
+                .output()
+                .expect("node")
+        })
+        .await
+        .expect("join");
+        let stdout = String::from_utf8_lossy(&node.stdout);
+        assert!(
+            node.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&node.stderr)
+        );
+        let line: serde_json::Value = stdout
+            .lines()
+            .find_map(|l| serde_json::from_str(l).ok())
+            .expect("the lane's findings");
+        assert_eq!(
+            (&line["tick"], &line["shown"]),
+            (&marks[0].tick.into(), &marks[0].tick.into()),
+            "{line}"
+        );
         view.task.abort();
     });
 }
