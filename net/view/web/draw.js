@@ -44,9 +44,21 @@ export function circle(x_mm, y_mm, r_mm, stroke, fill = null, dash = []) {
 // boids 55 ms.
 const avatars = [];
 
+/** Zoomed out past this (mm per CSS pixel), a boid is a 3-px square: a filled path costs
+ * Chromium's software raster far more than a rectangle, and at that scale thousands of
+ * boids are on screen. Side by side (net/bench/replay_playback.sh, the default world's
+ * 5,032 entities on screen, 4x): triangles 35-39 frames/s with the renderer's main thread
+ * 99% busy, squares 57-58 frames/s at 87%. */
+export const BOID_SQUARE_MM_PER_PX_MIN = 600;
+
 /** A boid at screen (x, y), pointing along its velocity (in `colour`: a flash marks the
  * boids a cast reached). */
 export function drawBoid(x, y, vx, vy, colour = "#dfe9ef") {
+  if (camera.mmPerPx > BOID_SQUARE_MM_PER_PX_MIN) {
+    ctx.fillStyle = colour;
+    ctx.fillRect(x - 1.5, y - 1.5, 3, 3);
+    return;
+  }
   const len = Math.hypot(vx, vy);
   const c = len > 0 ? vx / len : 1, s = len > 0 ? vy / len : 0;
   ctx.beginPath();

@@ -56,7 +56,12 @@ try {
   }
   console.log(`seek (asked to drawn), n=${n}: p50 ${ms(q(seeks, 0.5))}, p95 ${ms(q(seeks, 0.95))}, max ${ms(Math.max(...seeks))}`);
 
+  // Where the renderer's main thread spends each playback (Chromium's Performance domain).
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("Performance.enable");
+  const metrics = async () => Object.fromEntries((await cdp.send("Performance.getMetrics")).metrics.map((m) => [m.name, m.value]));
   for (const speed of [1, 4, 16]) {
+    const m0 = await metrics();
     const from = info.start_tick + Math.floor(span / 10);
     const result = await page.evaluate(([speed, from, ms]) => new Promise((done) => {
       const m = window.migratory, r = m.replay;
@@ -100,6 +105,9 @@ try {
       `${result.entities} entities drawn; frame interval p50 ${ms(q(result.intervals, 0.5))} (${fps.toFixed(1)} fps at the median, ${(result.intervals.length / result.secs).toFixed(1)} frames/s in all), p95 ${ms(q(result.intervals, 0.95))}; ` +
       `draw p50 ${ms(q(result.draw, 0.5))}, p95 ${ms(q(result.draw, 0.95))}; window fetch p50 ${result.window.length ? ms(q(result.window, 0.5)) : "-"}` +
       `${result.ended ? " (reached the end early)" : ""}`);
+    const m1 = await metrics(), busySpan = m1.Timestamp - m0.Timestamp;
+    const share = (k) => `${((100 * (m1[k] - m0[k])) / busySpan).toFixed(0)}%`;
+    console.log(`   renderer main thread busy ${share("TaskDuration")} of the time (script ${share("ScriptDuration")}, style ${share("RecalcStyleDuration")}, layout ${share("LayoutDuration")})`);
   }
 } finally {
   await browser.close();

@@ -79,7 +79,8 @@ try {
   });
   if (!avatar) throw new Error("no avatar to inspect");
   await page.mouse.click(avatar.at[0], avatar.at[1]);
-  await page.waitForFunction((id) => window.migratory.replay.inspected?.entity.id === id, avatar.id, { timeout: 10000 });
+  // Of this tick: an answer for the same avatar at a tick shown earlier may still arrive first.
+  await page.waitForFunction(([id, t]) => window.migratory.replay.inspected?.entity.id === id && window.migratory.replay.inspected.tick === t, [avatar.id, tick], { timeout: 10000 });
   const inspected = await page.evaluate(() => window.migratory.replay.inspected);
   const panel = await page.evaluate(() => document.getElementById("inspector").innerText);
   say("inspected", { picked: avatar.id, inspected, panel });
