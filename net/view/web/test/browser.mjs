@@ -53,6 +53,41 @@ try {
   await page.waitForFunction(() => window.migratory.names[window.migratory.welcome.avatarId] === "browser", null, { timeout: 8000 });
   check(true, "the roster names the own avatar");
 
+  // A cast: hold the pointer toward the nearest hunting field until the avatar is well
+  // inside it, then Space. A ring spreads, and the cast resolves to "+N caught" (the
+  // score rose by N) or "missed".
+  const field = await page.evaluate(() => {
+    const m = window.migratory, own = m.own;
+    const fields = m.welcome.zones.filter((z) => z.kind === 1);
+    fields.sort((a, b) => Math.hypot(a.x_mm - own.x_mm, a.y_mm - own.y_mm) - Math.hypot(b.x_mm - own.x_mm, b.y_mm - own.y_mm));
+    return fields[0];
+  });
+  const inField = () => page.evaluate((f) => { const o = window.migratory.own; return Math.hypot(o.x_mm - f.x_mm, o.y_mm - f.y_mm) < f.radius_mm * 0.6; }, field);
+  const deadline = Date.now() + 40000;
+  while (!(await inField()) && Date.now() < deadline) {
+    const [px, py] = await page.evaluate((f) => {
+      const m = window.migratory, o = m.own, d = Math.hypot(f.x_mm - o.x_mm, f.y_mm - o.y_mm);
+      return [500 + (200 * (f.x_mm - o.x_mm)) / d, 350 + (200 * (f.y_mm - o.y_mm)) / d];
+    }, field);
+    await page.mouse.move(px, py);
+    await page.mouse.down();
+    await page.waitForTimeout(400);
+    await page.mouse.up();
+  }
+  check(await inField(), `the avatar walked into a hunting field (${JSON.stringify(field)})`);
+  await page.waitForTimeout(300);
+  const scoreBefore = await page.evaluate(() => window.migratory.latest.header.score);
+  await page.keyboard.press("Space");
+  await page.waitForFunction(() => window.migratory.castFx !== null, null, { timeout: 5000 });
+  await page.waitForTimeout(150);
+  await page.screenshot({ path: `${out}/3c-cast.png` });
+  await page.waitForFunction(() => window.migratory.lastCastResult, null, { timeout: 8000 });
+  const cast = await page.evaluate(() => ({ result: window.migratory.lastCastResult, score: window.migratory.latest.header.score, fx: window.migratory.castFx }));
+  const caught = /^\+(\d+) caught$/.exec(cast.result);
+  check(caught ? Number(caught[1]) === cast.score - scoreBefore && cast.fx.scoreBefore === scoreBefore : cast.result === "missed" && cast.score === scoreBefore,
+    `the cast resolves to ${cast.result} (score ${scoreBefore} -> ${cast.score})`);
+  console.log(JSON.stringify({ what: "cast", result: cast.result, scoreBefore, score: cast.score }));
+
   // A right-button drag pans the camera off the avatar.
   const cam0 = await page.evaluate(() => ({ ...window.migratory.camera }));
   await page.mouse.move(500, 350);
