@@ -97,6 +97,10 @@ struct ServeArgs {
     /// The address world servers listen on (0.0.0.0 in deployments, with --advertise-host).
     #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
     world_bind: std::net::IpAddr,
+    /// The address the replay viewers of worlds' histories listen on (they have no login:
+    /// keep it loopback unless a proxy in front checks who asks).
+    #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
+    history_view_bind: std::net::IpAddr,
     /// A node that has not renewed its lease in the store for this long is presumed dead:
     /// the next join of one of its worlds on another node takes it over.
     #[arg(long, default_value_t = 5.0, value_name = "S")]
@@ -197,6 +201,7 @@ fn options(args: ServeArgs) -> anyhow::Result<FleetOptions> {
     );
     o.advertise_host = args.advertise_host;
     o.world_bind = args.world_bind;
+    o.history_view_bind = args.history_view_bind;
     anyhow::ensure!(
         args.lease_seconds >= 1.0 && args.lease_seconds <= crate::options::LEASE_SECONDS_MAX,
         "--lease-seconds must be 1 to {}, not {}",

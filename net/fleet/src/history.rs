@@ -25,12 +25,16 @@ pub(crate) struct OpenView {
     /// The history it shows: (lineage, last segment's seq, its last tick).
     key: (i64, i64, Option<i64>),
     pub url: String,
+    /// The last tick it shows: a bookmark past it is not linked to it.
+    pub last_tick: i64,
+    file: PathBuf,
     handle: migratory_view::ViewHandle,
 }
 
 impl Drop for OpenView {
     fn drop(&mut self) {
         self.handle.task.abort();
+        let _ = std::fs::remove_file(&self.file);
     }
 }
 
@@ -55,6 +59,10 @@ impl Fleet {
             world: id.to_string(),
             reason: format!("its segments do not make one history: {reason}"),
         })?;
+        // Under the world's lock: a start or a move of the world brings the same segments
+        // to this disk through the same files.
+        let slot = self.slot(id);
+        let _held = slot.lock().await;
         for s in &chain {
             self.materialize(id, s.seq, &s.recording_path).await?;
         }
@@ -72,7 +80,12 @@ impl Fleet {
     /// when a viewer is open.
     pub(crate) async fn bookmarks(&self, id: &str) -> Result<Vec<WorldBookmark>, FleetError> {
         let (_, files) = self.history(id).await?;
-        let view = self.views.lock().await.get(id).map(|v| v.url.clone());
+        let view = self
+            .views
+            .lock()
+            .await
+            .get(id)
+            .map(|v| (v.url.clone(), v.last_tick));
         let read = tokio::task::spawn_blocking(move || {
             let mut all = Vec::new();
             for (seg, path) in files {
@@ -97,7 +110,8 @@ impl Fleet {
         for b in &mut all {
             b.replay_url = view
                 .as_ref()
-                .map(|u| format!("{u}?tick={}&client={}", b.tick, b.client));
+                .filter(|(_, last)| i64::from(b.tick) <= *last)
+                .map(|(u, _)| format!("{u}?tick={}&client={}", b.tick, b.client));
         }
         Ok(all)
     }
@@ -113,20 +127,23 @@ impl Fleet {
         };
         let key = (lineage, last.seq, last.last_tick);
         let segments: Vec<i64> = files.iter().map(|(s, _)| s.seq).collect();
-        let mut views = self.views.lock().await;
-        if let Some(open) = views.get(id).filter(|v| v.key == key) {
+        // The lock is not held while the history is replayed (minutes for a long one):
+        // other worlds' views and every bookmark list go on meanwhile.
+        if let Some(open) = self.views.lock().await.get(id).filter(|v| v.key == key) {
             return Ok(
                 serde_json::json!({ "url": open.url, "segments": segments, "last_tick": last.last_tick }),
             );
         }
-        views.remove(id);
         let dir = WorldFiles::new(&self.options.data_dir, id).segments_dir();
-        let out = dir.join(format!("history-{lineage}-{}.mrec", last.seq));
+        // A file of its own per opening: a viewer still open reads the one before.
+        let out = dir.join(format!(
+            "history-{lineage}-{}-{}.mrec",
+            last.seq,
+            self.generation.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
         let paths: Vec<PathBuf> = files.iter().map(|(_, p)| p.clone()).collect();
         let target = out.clone();
         tokio::task::spawn_blocking(move || {
-            // A history file of this very chain from an earlier view is made again.
-            let _ = std::fs::remove_file(&target);
             let paths: Vec<&std::path::Path> = paths.iter().map(PathBuf::as_path).collect();
             tools::rerecord_chain(&paths, &target, 1, WriterOptions::default(), &mut |_, _| {})
         })
@@ -136,27 +153,32 @@ impl Fleet {
             world: id.to_string(),
             reason: format!("its history could not be replayed: {e}"),
         })?;
-        let listen = SocketAddr::new(self.options.world_bind, 0);
-        let handle = migratory_view::view(out, listen, None)
-            .await
-            .map_err(|e| FleetError::Io {
-                context: "opening the replay viewer".into(),
-                source: std::io::Error::other(e.to_string()),
-            })?;
+        let listen = SocketAddr::new(self.options.history_view_bind, 0);
+        let handle = match migratory_view::view(out.clone(), listen, None).await {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = std::fs::remove_file(&out);
+                return Err(FleetError::Io {
+                    context: "opening the replay viewer".into(),
+                    source: std::io::Error::other(e.to_string()),
+                });
+            }
+        };
         let url = format!(
             "http://{}:{}/",
             self.options.advertise_host,
             handle.local_addr.port()
         );
         tracing::info!(world = %id, url = %url, segments = ?segments, "replay viewer opened");
-        views.insert(
-            id.to_string(),
-            OpenView {
-                key,
-                url: url.clone(),
-                handle,
-            },
-        );
+        let open = OpenView {
+            key,
+            url: url.clone(),
+            last_tick: last.last_tick.unwrap_or(0),
+            file: out,
+            handle,
+        };
+        // The one opened last wins; the one it replaces closes and its file goes.
+        self.views.lock().await.insert(id.to_string(), open);
         Ok(serde_json::json!({ "url": url, "segments": segments, "last_tick": last.last_tick }))
     }
 }

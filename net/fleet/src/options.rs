@@ -43,6 +43,10 @@ pub struct FleetOptions {
     pub advertise_host: String,
     /// The address world servers listen on (port: any free one).
     pub world_bind: IpAddr,
+    /// The address the replay viewers of worlds' histories listen on (`POST
+    /// /api/worlds/{id}/view`; port: any free one). Loopback by default: a viewer has no
+    /// login of its own, and an operator reaches it on the node or through a tunnel.
+    pub history_view_bind: IpAddr,
     /// A node that has not renewed its lease for this long is presumed dead, and its
     /// worlds are taken over by the next join on another node.
     pub lease: Duration,
@@ -78,6 +82,7 @@ impl FleetOptions {
             node_id: default_node_id(),
             advertise_host: "127.0.0.1".into(),
             world_bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            history_view_bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             lease: Duration::from_secs(5),
             ship_interval: Duration::from_millis(250),
             agones: None,

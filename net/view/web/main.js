@@ -522,7 +522,7 @@ $("bookmark").addEventListener("submit", (e) => {
   if (ws?.readyState !== WebSocket.OPEN) return;
   ws.send(encodeBookmark($("bookmark-note").value.trim()));
   state.bookmarksSent = (state.bookmarksSent ?? 0) + 1;
-  $("bookmarked").textContent = `sent near tick ${$("tick").textContent} (${state.bookmarksSent} this session)`;
+  $("bookmarked").textContent = `sent near tick ${$("tick").textContent} (${state.bookmarksSent} this session; the server keeps one a second)`;
 });
 $("bookmark-note").addEventListener("keydown", (e) => {
   if (e.key === "Escape") { $("bookmark").style.display = "none"; e.target.blur(); }

@@ -65,6 +65,7 @@ export class Playback {
     this.inFlight = false;
     this.generation = 0; // answers to an older generation (before a seek) are dropped
     this.fetchMs = []; // how long each window took, for the benchmark
+    this.retryAtMs = 0; // after a failed window, not before this
   }
 
   /** Forgets what was fetched (a seek, a pause, a new speed). */
@@ -94,7 +95,7 @@ export class Playback {
     if (stride !== this.stride) { this.clear(); this.stride = stride; }
     const aheadTicks = AHEAD_SECONDS * speed * this.info.tick_rate_hz;
     const newest = this.newest();
-    if (this.inFlight || (newest !== null && newest - tick >= aheadTicks)) return;
+    if (this.inFlight || performance.now() < this.retryAtMs || (newest !== null && newest - tick >= aheadTicks)) return;
     const from = newest === null ? tick : newest + stride;
     if (from > this.info.last_tick) return;
     const count = Math.min(WINDOW_FRAMES_MAX, Math.max(4, Math.ceil(aheadTicks / stride)));
@@ -109,7 +110,7 @@ export class Playback {
         if (this.fetchMs.length > 600) this.fetchMs.shift();
         for (const f of framesOf(buf)) this.frames.push(f);
       })
-      .catch((e) => console.warn("replay window", e))
+      .catch((e) => { console.warn("replay window", e); this.retryAtMs = performance.now() + 500; })
       .finally(() => { if (generation === this.generation) this.inFlight = false; });
   }
 }

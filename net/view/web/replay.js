@@ -426,7 +426,7 @@ function refreshPins(r) {
     const key = `${from}/${to}`;
     if (pin.busy || pin.key === key) continue;
     pin.key = key;
-    if (to - from > PIN_RANGE_TICKS_MAX) {
+    if (to - from + 1 > PIN_RANGE_TICKS_MAX) {
       pin.series = null;
       pin.error = `zoom the timeline to at most ${PIN_RANGE_TICKS_MAX} ticks to plot`;
       continue;

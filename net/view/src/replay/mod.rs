@@ -76,6 +76,9 @@ struct ViewState {
     info: Value,
     /// The recording's path (`/replay/probe` opens it on a thread of its own).
     path: PathBuf,
+    /// One probe replays at a time; more wait their turn (each costs up to seconds of a
+    /// core, and the readers need the other).
+    probes: tokio::sync::Semaphore,
     /// `/replay/state` and `/replay/states`.
     playback: Mutex<mpsc::Sender<Request>>,
     /// `/replay/entity` and `/replay/client`.
@@ -180,13 +183,16 @@ async fn states(State(s): State<Arc<ViewState>>, Query(q): Query<WindowQuery>) -
 /// `/replay/probe`: one field of one entity over a range of ticks, as `migratory-replay
 /// probe` computes it (its own replay, beside the readers).
 async fn probe(State(s): State<Arc<ViewState>>, Query(q): Query<ProbeQuery>) -> Response {
-    if q.to < q.from || q.to - q.from > PROBE_RANGE_TICKS_MAX {
+    if q.to < q.from || q.to - q.from >= PROBE_RANGE_TICKS_MAX {
         let why = format!(
             "from={} to={}: a range of at most {PROBE_RANGE_TICKS_MAX} ticks, from <= to\n",
             q.from, q.to
         );
         return (StatusCode::BAD_REQUEST, why).into_response();
     }
+    let Ok(_turn) = s.probes.acquire().await else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "the probe queue closed\n").into_response();
+    };
     let path = s.path.clone();
     let answer = tokio::task::spawn_blocking(move || {
         migratory_replay::tools::probe(
@@ -352,6 +358,7 @@ pub async fn view(
     let state_ = Arc::new(ViewState {
         info,
         path: path.clone(),
+        probes: tokio::sync::Semaphore::new(1),
         playback: Mutex::new(playback),
         details: Mutex::new(details),
         markers,
