@@ -16,7 +16,7 @@ use serde_json::json;
 use migratory_kernel::hex;
 
 use crate::auth::{require_admin, require_player, require_reader, Auth};
-use crate::error::{validate_world_id, FleetError};
+use crate::error::{task_failed, validate_world_id, FleetError};
 use crate::fleet::{Fleet, TokenCheck, WorldFiles};
 use crate::metrics::{Outcome, WorldState, WORLD_STATES};
 use crate::store::{Append, WorldRow, CHUNK_BYTES_MAX};
@@ -539,13 +539,6 @@ async fn view(
     Path(id): Path<String>,
 ) -> Result<Json<serde_json::Value>, FleetError> {
     in_own_task(async move { fleet.open_view(&id).await }).await
-}
-
-pub(crate) fn task_failed(e: tokio::task::JoinError) -> FleetError {
-    FleetError::Io {
-        context: "the operation's task".into(),
-        source: std::io::Error::other(e.to_string()),
-    }
 }
 
 /// `POST /api/nodes/{id}/drain` on node `id` itself: every world it runs moves to other

@@ -71,3 +71,11 @@ pub fn validate_world_id(id: &str) -> Result<(), FleetError> {
         })
     }
 }
+
+/// A blocking or spawned task of an operation that did not come back (it panicked).
+pub(crate) fn task_failed(e: tokio::task::JoinError) -> FleetError {
+    FleetError::Io {
+        context: "the operation's task".into(),
+        source: std::io::Error::other(e.to_string()),
+    }
+}

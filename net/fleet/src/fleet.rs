@@ -169,7 +169,7 @@ pub(crate) struct Fleet {
     pub(crate) node: Node,
     pub(crate) metrics: FleetMetrics,
     /// Replay viewers over worlds' histories, opened by `POST /api/worlds/{id}/view`.
-    pub(crate) views: tokio::sync::Mutex<BTreeMap<String, crate::history::OpenView>>,
+    pub(crate) views: tokio::sync::Mutex<BTreeMap<String, crate::views::OpenView>>,
 }
 
 /// One look at a join, under the world's lock.

@@ -14,29 +14,10 @@ use std::path::PathBuf;
 use migratory_replay::format::WriterOptions;
 use migratory_replay::{tools, Recording};
 
-use crate::error::FleetError;
+use crate::error::{task_failed, FleetError};
 use crate::fleet::{Fleet, WorldFiles};
-use crate::store::SegmentRow;
-use crate::upgrade::resume_chain;
-
-/// A world's replay viewer served by this node.
-#[derive(Debug)]
-pub(crate) struct OpenView {
-    /// The history it shows: (lineage, last segment's seq, its last tick).
-    key: (i64, i64, Option<i64>),
-    pub url: String,
-    /// The last tick it shows: a bookmark past it is not linked to it.
-    pub last_tick: i64,
-    file: PathBuf,
-    handle: migratory_view::ViewHandle,
-}
-
-impl Drop for OpenView {
-    fn drop(&mut self) {
-        self.handle.task.abort();
-        let _ = std::fs::remove_file(&self.file);
-    }
-}
+use crate::store::{resume_chain, SegmentRow};
+use crate::views::OpenView;
 
 /// One bookmark of a world's history.
 #[derive(Debug, serde::Serialize)]
@@ -106,7 +87,7 @@ impl Fleet {
             }
             Ok::<_, FleetError>(all)
         });
-        let mut all = read.await.map_err(crate::api::task_failed)??;
+        let mut all = read.await.map_err(task_failed)??;
         for b in &mut all {
             b.replay_url = view
                 .as_ref()
@@ -148,7 +129,7 @@ impl Fleet {
             tools::rerecord_chain(&paths, &target, 1, WriterOptions::default(), &mut |_, _| {})
         })
         .await
-        .map_err(crate::api::task_failed)?
+        .map_err(task_failed)?
         .map_err(|e| FleetError::Conflict {
             world: id.to_string(),
             reason: format!("its history could not be replayed: {e}"),

@@ -38,6 +38,7 @@ mod shipping;
 mod start;
 pub mod store;
 mod upgrade;
+mod views;
 
 pub use auth::{
     Role, ADMIN_TOKEN_ENV, ADMIN_TOKEN_FILE_NAME, PLAYER_TOKEN_ENV, PLAYER_TOKEN_FILE_NAME, READER_TOKEN_ENV,

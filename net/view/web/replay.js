@@ -82,7 +82,7 @@ export async function startReplay(state) {
       const id = r.selected, label = a.dataset.pin;
       const at = r.pins.findIndex((p) => p.id === id && p.label === label);
       if (at >= 0) r.pins.splice(at, 1);
-      else r.pins.push({ id, label, field: PINNABLE[label], series: null, key: null, error: null, busy: false, svg: "" });
+      else r.pins.push({ id, label, field: probeFieldOf(r, label), series: null, key: null, error: null, busy: false, svg: "" });
     }
   });
   r.timeline = createTimeline($("replay-lanes"), r, {
@@ -410,13 +410,12 @@ function requestEntity(r) {
     .finally(() => { r.inspectBusy = false; });
 }
 
-/** Fields the inspector can pin: its name -> `migratory-replay probe`'s. */
-const PINNABLE = {
-  x_mm: "x_mm", y_mm: "y_mm", vx: "vx", vy: "vy", score: "score", last_seq: "last_seq", acked_tick: "acked_tick",
-  ack_lag_ticks: "ack_lag", cast_ready_tick: "cast_ready_tick", throttle: "throttle", dir_x: "dir_x", dir_y: "dir_y",
-};
-/** Widest range a pin is plotted over (the server's `PROBE_RANGE_TICKS_MAX`). */
-const PIN_RANGE_TICKS_MAX = 20000;
+/** The `/replay/probe` field an inspector field is pinned as (the server lists the fields
+ * it probes in `info.probe_fields`; one is named differently), or undefined. */
+function probeFieldOf(r, name) {
+  const field = name === "ack_lag_ticks" ? "ack_lag" : name;
+  return r.info.probe_fields.includes(field) ? field : undefined;
+}
 const PLOT_W = 290, PLOT_H = 46;
 
 /** Fetches each pin's series over the timeline's visible range when the range changed. */
@@ -426,9 +425,10 @@ function refreshPins(r) {
     const key = `${from}/${to}`;
     if (pin.busy || pin.key === key) continue;
     pin.key = key;
-    if (to - from + 1 > PIN_RANGE_TICKS_MAX) {
+    const rangeMax = r.info.probe_range_ticks_max;
+    if (to - from + 1 > rangeMax) {
       pin.series = null;
-      pin.error = `zoom the timeline to at most ${PIN_RANGE_TICKS_MAX} ticks to plot`;
+      pin.error = `zoom the timeline to at most ${rangeMax} ticks to plot`;
       continue;
     }
     pin.busy = true;
@@ -497,7 +497,7 @@ function inspector(r) {
   if (r.selected !== null) {
     rows.push(`<h3>entity ${r.selected}${r.inspected ? ` at tick ${r.inspected.tick}` : ""}</h3>`);
     const pinned = (k) => r.pins.some((p) => p.id === r.selected && p.label === k);
-    const name = (k) => (PINNABLE[k] ? `<a href="#" data-pin="${k}" title="${pinned(k) ? "unpin" : "pin: watch it as you step, plot it over the timeline's range"}">${pinned(k) ? "&#9679; " : ""}${k}</a>` : k);
+    const name = (k) => (probeFieldOf(r, k) ? `<a href="#" data-pin="${k}" title="${pinned(k) ? "unpin" : "pin: watch it as you step, plot it over the timeline's range"}">${pinned(k) ? "&#9679; " : ""}${k}</a>` : k);
     if (e) rows.push(`<table>${Object.entries(e).map(([k, v]) => `<tr><td>${name(k)}</td><td>${v ?? "-"}</td></tr>`).join("")}</table>`);
     if (r.inspected?.track.length) rows.push(`<div>track: ${r.inspected.track.length} ticks (last ${r.info.track_seconds} s)</div>`);
     const diffs = (r.divergence?.entities ?? []).filter((d) => d.id === r.selected);

@@ -15,6 +15,7 @@ mod nodes;
 mod segments;
 
 pub use nodes::{NodeRow, Registration};
+pub(crate) use segments::resume_chain;
 pub use segments::{Append, Ended, SegmentEnd, SegmentRow, CHUNK_BYTES_MAX};
 
 /// Who holds a world: a node, at an epoch, of one creation of the world (its

@@ -478,6 +478,40 @@ fn segment_row(r: &AnyRow) -> Result<SegmentRow, sqlx::Error> {
     })
 }
 
+/// The segments of `lineage` a resume of it stands on, oldest first: from the one a start
+/// would resume from (the newest with a durable root, as `start_server` picks it) back
+/// through each one's `resumed_from_seq`. Segments off that chain (a server that died
+/// before anything of it was kept) are left out.
+pub(crate) fn resume_chain(segments: &[SegmentRow], lineage: i64) -> Result<Vec<SegmentRow>, String> {
+    let durable = |s: &&SegmentRow| {
+        s.lineage == lineage
+            && s.last_tick.is_some()
+            && s.final_root.as_deref().is_some_and(|r| !r.is_empty())
+    };
+    let mut chain = Vec::new();
+    let mut next = segments.iter().rev().find(durable);
+    while let Some(s) = next {
+        if chain.len() > segments.len() {
+            return Err(format!("segment {} resumes in a loop", s.seq));
+        }
+        chain.push(s.clone());
+        next = match s.resumed_from_seq {
+            None => None,
+            Some(from) => Some(
+                segments
+                    .iter()
+                    .filter(durable)
+                    .find(|p| p.seq == from)
+                    .ok_or_else(|| {
+                        format!("segment {} resumed from {from}, which has no durable tick", s.seq)
+                    })?,
+            ),
+        };
+    }
+    chain.reverse();
+    Ok(chain)
+}
+
 #[cfg(test)]
 mod tests {
     use super::{extend_contiguous, Append, Ended, Holder, SegmentEnd, Store};
@@ -656,5 +690,51 @@ mod tests {
         assert_eq!(out, b"abcdefg");
         assert!(!extend_contiguous(&mut out, 9, b"z"));
         assert_eq!(out, b"abcdefg");
+    }
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use super::{resume_chain, Ended, SegmentRow};
+
+    fn seg(seq: i64, from: Option<i64>, root: &str, lineage: i64) -> SegmentRow {
+        SegmentRow {
+            seq,
+            recording_path: format!("s{seq}.mrec"),
+            first_tick: 0,
+            last_tick: Some(10),
+            final_root: Some(root.into()),
+            ended: Ended::Stopped,
+            resumed_from_seq: from,
+            started_unix_ms: 0,
+            ended_unix_ms: None,
+            epoch: 1,
+            lineage,
+            origin: None,
+        }
+    }
+
+    #[test]
+    fn the_chain_follows_resumes_and_skips_what_no_resume_stood_on() {
+        // 3 died before anything was kept (no root): 4 resumed from 2, as a start would.
+        let segs = [
+            seg(1, None, "a", 0),
+            seg(2, Some(1), "b", 0),
+            seg(3, Some(2), "", 0),
+            seg(4, Some(2), "d", 0),
+            seg(5, None, "e", 1),
+        ];
+        let seqs = |l| {
+            resume_chain(&segs, l)
+                .unwrap()
+                .iter()
+                .map(|s| s.seq)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(seqs(0), [1, 2, 4]);
+        assert_eq!(seqs(1), [5]);
+        assert!(seqs(2).is_empty());
+        let broken = [seg(1, None, "", 0), seg(2, Some(1), "b", 0)];
+        assert!(resume_chain(&broken, 0).unwrap_err().contains("resumed from 1"));
     }
 }

@@ -184,6 +184,8 @@ impl TickLoop {
         let hz = self.world.config().tick_rate_hz.max(1) as u64;
         let dt_ns = 1_000_000_000 / hz;
         let dt = Duration::from_nanos(dt_ns);
+        // A resumed world's players (kept for their reclaim) have names before any join.
+        self.publish_roster();
         if self.settings.pin_shard_threads && self.world.shard_count() > 1 {
             // From this thread: it runs shard 0 of every step.
             match self.world.pin_shard_threads() {
@@ -340,6 +342,9 @@ impl TickLoop {
                 } => {
                     if self.current(client, connection).is_some() {
                         self.bookmarks.push((client, note));
+                    } else {
+                        // A replaced connection's: counted, as every bookmark is.
+                        self.metrics.bookmarks_dropped_total.fetch_add(1, Relaxed);
                     }
                 }
                 NetEvent::Camera {

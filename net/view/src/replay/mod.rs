@@ -6,7 +6,8 @@
 //! Routes: `/` and `/viewer/*` (the viewer's files, which switch to replay mode when
 //! `/replay/info` answers), `/viewer/terrain`, `/replay/info` (JSON: `start_tick`,
 //! `last_tick`, `tick_rate_hz`, `world_size_mm`, `boid_count`, `view_radius_mm`,
-//! `snapshot_interval_ticks`, `zones`, `bookmarks` as `{tick, client, note}`), `/replay/markers?from=N` (JSON, grows while the
+//! `snapshot_interval_ticks`, `zones`, `bookmarks` as `{tick, client, note}`,
+//! `probe_fields` and `probe_range_ticks_max`: what `/replay/probe` answers), `/replay/markers?from=N` (JSON, grows while the
 //! scan runs: `complete`, `scanned_tick`, `total`, `markers` from index N on as `[tick,
 //! kind, client, n, entity]` with the kinds of `analysis::marker` and the client's avatar id, `clients`, and `seek_index`:
 //! `checkpoints`, `bytes`, `spacing_ticks` of the in-memory checkpoints seeks restore from), `/replay/divergence` (JSON `status`: `off`,
@@ -260,6 +261,8 @@ fn open(path: &std::path::Path) -> Result<(Recording, World, Value, Vec<u8>), Vi
         "view_radius_mm": c.view_radius_mm,
         "snapshot_interval_ticks": c.snapshot_interval_ticks,
         "track_seconds": TRACK_SECONDS,
+        "probe_fields": migratory_replay::tools::PROBE_FIELDS,
+        "probe_range_ticks_max": PROBE_RANGE_TICKS_MAX,
         "zones": std::iter::once(zone(0, &zones.town))
             .chain(zones.hunting_fields.iter().map(|z| zone(1, z)))
             .collect::<Vec<_>>(),
