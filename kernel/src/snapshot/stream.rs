@@ -4,7 +4,7 @@
 use super::codec::{self, SnapshotHeader, SNAPSHOT_HEADER_BYTES};
 use super::view::{ViewEntry, KIND_AVATAR, KIND_BOID};
 use crate::boids::{Avatar, Boid};
-use crate::grid::UniformGrid;
+use crate::grid::{d2_holding, UniformGrid};
 
 /// Snapshots remembered per client as possible delta baselines: 0.8 s of ack lag at 20 Hz
 /// before a client falls back to full snapshots. With `VIEW_ENTITIES_MAX` it bounds the
@@ -22,6 +22,18 @@ const _: () = assert!(
 );
 /// Arena regions a client gets when it joins: the acked view and the one being built.
 const ARENA_REGIONS_INITIAL: usize = 2;
+/// Bits of an entity id in a candidate's key: ids are below
+/// `BOID_COUNT_MAX + CLIENT_SLOTS_MAX`, and a squared view radius (at most a quarter of a
+/// world below 2^22 mm, so 2^40) fits above them.
+const NEAR_ID_BITS: u32 = 20;
+const NEAR_ID_MASK: u64 = (1 << NEAR_ID_BITS) - 1;
+const _: () =
+    assert!((crate::config::BOID_COUNT_MAX + crate::config::CLIENT_SLOTS_MAX) as u64 <= NEAR_ID_MASK + 1);
+const _: () = assert!(40 + 1 + NEAR_ID_BITS <= 64);
+// A sendable key's low 32 bits hold a candidate index (12 bits) over a cost (20 bits).
+const _: () = assert!(VIEW_ENTITIES_MAX < 1 << 12);
+/// Marks an avatar's slot in a candidate (boid slots are below `BOID_COUNT_MAX`).
+const NEAR_AVATAR: u32 = 1 << 31;
 /// Priority weight of the client's own avatar: it goes first whenever it changed.
 const OWN_AVATAR_WEIGHT: u32 = 1 << 16;
 
@@ -84,13 +96,18 @@ pub(crate) struct SnapshotContext<'a> {
 /// Per-shard scratch space, reused every build so warm ticks allocate nothing.
 #[derive(Debug, Default)]
 pub(crate) struct SnapshotScratch {
+    /// Entities in range as `(d2 << NEAR_ID_BITS | id, slot)`; avatars' slots carry
+    /// `NEAR_AVATAR`.
+    near: Vec<(u64, u32)>,
+    /// The chosen entities by id, each with its squared distance.
     candidates: Vec<(u64, ViewEntry)>,
-    /// `candidates` reordered by id, and the (id, index) keys that order them.
-    by_id: Vec<(u64, ViewEntry)>,
+    /// The (id, index into `near`) keys that order `candidates`.
     id_keys: Vec<u64>,
     /// Candidates to send as `(!priority) << 32 | index`: ascending is highest priority
     /// first, then lowest index (one integer sort instead of a tuple sort).
     sendable: Vec<u64>,
+    /// The worst-case bits of each `sendable` update, in its order.
+    cost_bits: Vec<u32>,
     priority: Vec<u32>,
     /// For each candidate, its index in the baseline view (`u32::MAX`: not there).
     base_index: Vec<u32>,
@@ -108,11 +125,11 @@ impl SnapshotScratch {
     pub fn new() -> Self {
         let n = VIEW_ENTITIES_MAX;
         SnapshotScratch {
-            candidates: Vec::with_capacity(4 * n),
-            // As large as `candidates`: the two trade buffers every build.
-            by_id: Vec::with_capacity(4 * n),
+            near: Vec::with_capacity(8 * n),
+            candidates: Vec::with_capacity(n),
             id_keys: Vec::with_capacity(n),
             sendable: Vec::with_capacity(n),
+            cost_bits: Vec::with_capacity(n),
             priority: Vec::with_capacity(n),
             base_index: Vec::with_capacity(n),
             selected: Vec::with_capacity(n),
@@ -273,59 +290,80 @@ impl ClientStream {
         let own_id = ctx.boid_count + own.slot;
 
         // 1. Interest: everything within the view radius of the avatar, nearest first when
-        // there is too much.
+        // there is too much. Most builds find several hundred entities in range and keep
+        // `VIEW_ENTITIES_MAX`, so the scan stops at a distance the boid grid's cell counts
+        // show to hold that many already (the nearest can lie no farther), candidates are
+        // one integer key each (distance, then id) with their slot, so choosing the nearest
+        // compares plain integers, and only the chosen are quantized.
         let r = ctx.view_radius_mm as i64;
         let r2 = (r * r) as u64;
+        debug_assert!(
+            r2 < 1 << (64 - NEAR_ID_BITS),
+            "view radius checked by WorldConfig"
+        );
+        let reach2 = d2_holding(
+            [ctx.grid, ctx.avatar_grid],
+            own.x_mm,
+            own.y_mm,
+            r as i32,
+            VIEW_ENTITIES_MAX,
+        )
+        .map_or(r2, |d2| d2.min(r2));
+        let reach = reach2.isqrt() + u64::from(reach2.isqrt().pow(2) < reach2);
         let (px, py) = (own.x_mm as i64, own.y_mm as i64);
-        sc.candidates.clear();
+        sc.near.clear();
         let d2_of = |x: i32, y: i32| {
             let (dx, dy) = (x as i64 - px, y as i64 - py);
             (dx * dx + dy * dy) as u64
         };
         let ids = ctx.grid.order();
-        ctx.grid.for_each_slot_near(own.x_mm, own.y_mm, r as i32, |k| {
-            let b = ctx.boids[k];
-            let d2 = d2_of(b.x_mm, b.y_mm);
-            if d2 <= r2 {
-                let id = ids[k];
-                sc.candidates.push((
-                    d2,
-                    ViewEntry::quantize(id, KIND_BOID, b.x_mm, b.y_mm, b.vx.into(), b.vy.into()),
-                ));
-            }
-        });
+        ctx.grid
+            .for_each_slot_near(own.x_mm, own.y_mm, reach as i32, |k| {
+                let b = &ctx.boids[k];
+                let d2 = d2_of(b.x_mm, b.y_mm);
+                if d2 <= reach2 {
+                    sc.near.push((d2 << NEAR_ID_BITS | u64::from(ids[k]), k as u32));
+                }
+            });
         ctx.avatar_grid
-            .for_each_slot_near(own.x_mm, own.y_mm, r as i32, |k| {
-                let av = ctx.avatars[k];
+            .for_each_slot_near(own.x_mm, own.y_mm, reach as i32, |k| {
+                let av = &ctx.avatars[k];
                 let id = ctx.boid_count + av.slot;
                 // The own avatar sorts first by distance whatever the rounding.
                 let d2 = if id == own_id { 0 } else { d2_of(av.x_mm, av.y_mm) };
-                if d2 <= r2 {
-                    sc.candidates.push((
-                        d2,
-                        ViewEntry::quantize(id, KIND_AVATAR, av.x_mm, av.y_mm, av.vx, av.vy),
-                    ));
+                if d2 <= reach2 {
+                    sc.near
+                        .push((d2 << NEAR_ID_BITS | u64::from(id), k as u32 | NEAR_AVATAR));
                 }
             });
-        if sc.candidates.len() > VIEW_ENTITIES_MAX {
-            sc.candidates
-                .select_nth_unstable_by_key(VIEW_ENTITIES_MAX, |&(d2, e)| (d2, e.id));
-            sc.candidates.truncate(VIEW_ENTITIES_MAX);
+        if sc.near.len() > VIEW_ENTITIES_MAX {
+            sc.near
+                .select_nth_unstable_by_key(VIEW_ENTITIES_MAX, |&(key, _)| key);
+            sc.near.truncate(VIEW_ENTITIES_MAX);
         }
         // Ids are unique, so sorting (id, index) keys as plain integers and gathering by
-        // them is the same order, several times faster than sorting the 24-byte entries.
+        // them is the same order, several times faster than sorting the entries.
         sc.id_keys.clear();
         sc.id_keys.extend(
-            sc.candidates
+            sc.near
                 .iter()
                 .enumerate()
-                .map(|(ci, (_, e))| u64::from(e.id) << 32 | ci as u64),
+                .map(|(ci, &(key, _))| (key & NEAR_ID_MASK) << 32 | ci as u64),
         );
         sc.id_keys.sort_unstable();
-        sc.by_id.clear();
-        sc.by_id
-            .extend(sc.id_keys.iter().map(|&key| sc.candidates[key as u32 as usize]));
-        std::mem::swap(&mut sc.candidates, &mut sc.by_id);
+        sc.candidates.clear();
+        sc.candidates.extend(sc.id_keys.iter().map(|&ik| {
+            let (key, slot) = sc.near[ik as u32 as usize];
+            let id = (key & NEAR_ID_MASK) as u32;
+            let e = if slot & NEAR_AVATAR == 0 {
+                let b = &ctx.boids[slot as usize];
+                ViewEntry::quantize(id, KIND_BOID, b.x_mm, b.y_mm, b.vx.into(), b.vy.into())
+            } else {
+                let av = &ctx.avatars[(slot & !NEAR_AVATAR) as usize];
+                ViewEntry::quantize(id, KIND_AVATAR, av.x_mm, av.y_mm, av.vx, av.vy)
+            };
+            (key >> NEAR_ID_BITS, e)
+        }));
 
         // 2. Baseline: the acked snapshot if the ring still has it (and it is younger than
         // the ring, so its slot is not the one about to be written), else nothing.
@@ -362,6 +400,9 @@ impl ClientStream {
         {
             let base = &self.arena[base_start..base_start + base_len];
             let (mut bi, mut pi) = (0usize, 0usize);
+            // weight = 1 + 15 * (r2 - d2) / r2, counted against multiples of r2 instead of
+            // divided: a 64-bit divide per entity was a tenth of the build.
+            let r2_steps: [u64; 15] = std::array::from_fn(|w| (w as u64 + 1) * r2.max(1));
             for (ci, &(d2, e)) in sc.candidates.iter().enumerate() {
                 while bi < base.len() && base[bi].id < e.id {
                     sc.removals.push(base[bi].id);
@@ -384,7 +425,8 @@ impl ClientStream {
                     let weight = if e.id == own_id {
                         OWN_AVATAR_WEIGHT
                     } else {
-                        1 + (15 * (r2 - d2) / r2.max(1)) as u32
+                        let n = 15 * (r2 - d2);
+                        1 + r2_steps.iter().filter(|&&step| step <= n).count() as u32
                     };
                     let priority = old_priority.saturating_add(weight);
                     sc.priority[ci] = priority;
@@ -410,17 +452,38 @@ impl ClientStream {
                 sc.removed.push(id);
             }
         }
-        sc.sendable.sort_unstable();
         {
             let base = &self.arena[base_start..base_start + base_len];
+            let dt_ticks = ctx.tick.wrapping_sub(acked_tick);
+            sc.cost_bits.clear();
+            sc.cost_bits.extend(sc.sendable.iter().map(|&key| {
+                let ci = key as u32 as usize;
+                let e = &sc.candidates[ci].1;
+                let old = base.get(sc.base_index[ci] as usize);
+                codec::update_bits_max(e.id, old, e, dt_ticks)
+            }));
+        }
+        let sendable_bits: u64 = sc.cost_bits.iter().map(|&c| u64::from(c)).sum();
+        if used_bits + sendable_bits <= avail_bits {
+            // Everything fits: the greedy pass below would take every update in any order,
+            // so the priority sort is skipped (the common case at the default budget).
             for &key in &sc.sendable {
-                let ci = key as u32;
-                let e = sc.candidates[ci as usize].1;
-                let old = base.get(sc.base_index[ci as usize] as usize);
-                let cost = codec::update_bits_max(e.id, old, &e, ctx.tick.wrapping_sub(acked_tick)) as u64;
+                sc.selected[key as u32 as usize] = true;
+            }
+        } else {
+            // Costs travel with their keys through the sort, in the low bits under the
+            // candidate index: the order stays (priority, index), as it was without them.
+            for (key, &cost) in sc.sendable.iter_mut().zip(&sc.cost_bits) {
+                debug_assert!((*key as u32 as usize) < 1 << 12 && cost < 1 << 20);
+                *key = (*key & !0xffff_ffff) | (*key & 0xfff) << 20 | u64::from(cost);
+            }
+            sc.sendable.sort_unstable();
+            for &key in &sc.sendable {
+                let ci = (key as u32 >> 20) as usize;
+                let cost = key & 0xf_ffff;
                 if used_bits + cost <= avail_bits {
                     used_bits += cost;
-                    sc.selected[ci as usize] = true;
+                    sc.selected[ci] = true;
                 }
             }
         }

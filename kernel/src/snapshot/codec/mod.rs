@@ -220,11 +220,15 @@ impl<'a> BitWriter<'a> {
     }
 
     /// Writes one bit.
+    #[inline]
     pub fn write_bit(&mut self, bit: bool) {
         self.write_bits(u64::from(bit), 1);
     }
 
     /// Writes the low `count` bits of `value` (at most 64), least significant first.
+    // Always inlined: called for every field of every update, and a call costs as much
+    // as the write (a tenth of the snapshot build when it was a call).
+    #[inline(always)]
     pub fn write_bits(&mut self, value: u64, count: u32) {
         debug_assert!(count <= 64, "write_bits count {count} too large");
         let count = count.min(64);
@@ -237,7 +241,7 @@ impl<'a> BitWriter<'a> {
     }
 
     /// Writes the low `count` (at most 32) bits of `value`.
-    #[inline]
+    #[inline(always)]
     fn write_word(&mut self, value: u64, count: u32) {
         debug_assert!(count <= 32 && self.acc_bits < 32);
         let chunk = value & ((1u64 << count) - 1);
@@ -252,6 +256,7 @@ impl<'a> BitWriter<'a> {
 
     /// Writes `ue(k)` of `v`: (n - k - 1) zero bits, then the n bits of w = v + 2^k
     /// from the most significant to the least.
+    #[inline(always)]
     pub fn write_ue(&mut self, v: u32, k: u32) {
         debug_assert!(k <= EG_ORDER_MAX, "exp-Golomb order {k} too large");
         let k = k.min(EG_ORDER_MAX);
@@ -271,6 +276,7 @@ impl<'a> BitWriter<'a> {
     }
 
     /// Writes `se(k)` of `v`: zigzag, then `ue(k)`.
+    #[inline(always)]
     pub fn write_se(&mut self, v: i32, k: u32) {
         self.write_ue(zigzag(v), k);
     }
