@@ -62,6 +62,10 @@ enum Command {
         recs: Vec<PathBuf>,
         #[arg(long, value_delimiter = ',', default_value = "1,2,4,7")]
         shards: Vec<usize>,
+        /// Threads verifying spans between checkpoints side by side (default: one per
+        /// core); 1 replays every shard count in lockstep from the start.
+        #[arg(long)]
+        jobs: Option<usize>,
         /// Test only: SHARDS:TICK:ENTITY nudges one boid in the run on SHARDS shards.
         #[arg(long, hide = true)]
         inject_fault: Option<String>,
@@ -278,12 +282,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // 2 cores took 0.51x the wall time and 0.39x the CPU; at 1,2 (fits) spinning stays,
     // parking there cost 7% wall (farm-bench medians, pairs of 5 runs).
     let worker_threads = |counts: &[usize]| counts.iter().map(|n| n.saturating_sub(1)).sum::<usize>();
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let threads = 1 + match &cli.command {
+        // Parallel verify runs up to `jobs` worlds at once, each with its shard threads.
+        Command::Verify { shards, jobs, .. } if jobs.unwrap_or(cores) > 1 => {
+            jobs.unwrap_or(cores) * shards.iter().copied().max().unwrap_or(1) - 1
+        }
         Command::Verify { shards, .. } => worker_threads(shards),
         Command::Check { shards, .. } => worker_threads(&[1, *shards]),
         _ => 0,
     };
-    if threads > std::thread::available_parallelism().map_or(1, usize::from) {
+    if threads > cores {
         migratory_kernel::set_spin_rounds(0);
     }
     // Test builds only: MIGRATORY_SYNTHETIC_RULES=1 makes this process a build of the
@@ -333,10 +342,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Verify {
             recs,
             shards,
+            jobs,
             inject_fault,
         } if recs.len() > 1 => {
             anyhow::ensure!(inject_fault.is_none(), "--inject-fault takes one recording");
-            let r = tools::verify_chain(&recs, &shards, &mut progress())?;
+            let r = tools::verify_chain_with(&recs, &shards, jobs.unwrap_or(cores), &mut progress())?;
             if json {
                 print_json(&r);
             } else {
@@ -350,6 +360,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     );
                     if let Some(d) = &s.divergence {
                         print_divergence(d);
+                    }
+                    if let Some(b) = &s.bad_checkpoint {
+                        out!("BAD CHECKPOINT at tick {}: {}", b.tick, b.reason);
                     }
                 }
                 for l in &r.links {
@@ -367,6 +380,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Verify {
             recs,
             shards,
+            jobs,
             inject_fault,
         } => {
             let rec = recs.into_iter().next().unwrap_or_default();
@@ -381,7 +395,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     })
                 })
                 .transpose()?;
-            let r = tools::verify(&rec, &shards, fault, &mut progress())?;
+            let r = tools::verify_with(&rec, &shards, fault, jobs.unwrap_or(cores), &mut progress())?;
             if json {
                 print_json(&r);
             } else {
@@ -402,7 +416,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     None if r.end_record_matches == Some(false) => {
                         out!("MISMATCH: the end record's final root or chain differs")
                     }
-                    None => out!("OK: every tick matches the recording and across shard counts"),
+                    None => match &r.bad_checkpoint {
+                        Some(b) => out!("BAD CHECKPOINT at tick {}: {}", b.tick, b.reason),
+                        None => out!(
+                            "OK: every tick matches the recording and across shard counts ({} span(s) side by side, {:.0} ticks/s)",
+                            r.spans,
+                            r.ticks_per_s
+                        ),
+                    },
                 }
             }
             Ok(ok(r.ok()))

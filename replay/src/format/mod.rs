@@ -68,7 +68,7 @@ use migratory_kernel::{World, WorldConfig};
 use thiserror::Error;
 
 use layout::check;
-pub use reader::{EndRecord, RecordInfo, RecordedTick, Recording, TornTail};
+pub use reader::{EndRecord, RecordInfo, RecordedTick, Recording, SharedTerrain, TornTail};
 pub use writer::{Durable, RecordingWriter, TickRoots, WriterOptions};
 
 /// File magic.

@@ -30,6 +30,13 @@ pub struct RecordInfo {
     pub payload_bytes: u32,
 }
 
+/// A recording's terrain and the config that generated it, which threads can share.
+#[derive(Clone, Debug)]
+pub struct SharedTerrain {
+    config: migratory_kernel::WorldConfig,
+    terrain: Arc<Terrain>,
+}
+
 /// The end record's contents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EndRecord {
@@ -561,6 +568,21 @@ impl Recording {
             .map(Arc::new)
             .map_err(|e| rejected(e.to_string()))?;
         Ok(self.terrain.get_or_init(|| t).clone())
+    }
+
+    /// The terrain with the config it was generated from, to hand to another `Recording`
+    /// of the same world on another thread (`adopt_terrain`) instead of generating it again.
+    pub fn shared_terrain(&self) -> Result<SharedTerrain, RecordingError> {
+        Ok(SharedTerrain {
+            config: self.meta.config.clone(),
+            terrain: self.terrain()?,
+        })
+    }
+
+    /// Uses `shared`'s terrain from now on if it was generated from this recording's
+    /// config (and none is held yet); says whether it did.
+    pub fn adopt_terrain(&self, shared: &SharedTerrain) -> bool {
+        shared.config == self.meta.config && self.terrain.set(shared.terrain.clone()).is_ok()
     }
 
     /// The world the recording starts from.

@@ -76,10 +76,21 @@ pub fn link(a: &Path, b: &Path) -> Result<ChainLink, ToolError> {
     })
 }
 
-/// Verifies every segment at `shard_counts` and every link between consecutive ones.
+/// Verifies every segment at `shard_counts` and every link between consecutive ones, on
+/// every core.
 pub fn verify_chain(
     paths: &[PathBuf],
     shard_counts: &[usize],
+    progress: Progress<'_>,
+) -> Result<ChainReport, ToolError> {
+    verify_chain_with(paths, shard_counts, default_jobs(), progress)
+}
+
+/// `verify_chain` with `jobs` threads per segment (`verify_with`).
+pub fn verify_chain_with(
+    paths: &[PathBuf],
+    shard_counts: &[usize],
+    jobs: usize,
     progress: Progress<'_>,
 ) -> Result<ChainReport, ToolError> {
     if paths.is_empty() {
@@ -87,7 +98,7 @@ pub fn verify_chain(
     }
     let mut segments = Vec::with_capacity(paths.len());
     for p in paths {
-        segments.push(verify(p, shard_counts, None, progress)?);
+        segments.push(verify_with(p, shard_counts, None, jobs, progress)?);
     }
     let links = paths
         .windows(2)

@@ -18,6 +18,7 @@ mod probe;
 mod rules;
 mod summary;
 mod verify;
+mod verify_spans;
 
 pub use chain::*;
 pub use check::*;
@@ -27,6 +28,7 @@ pub use probe::*;
 pub use rules::*;
 pub use summary::*;
 pub use verify::*;
+pub use verify_spans::*;
 
 use crate::divergence::{self, ChunkDiff, RootKind, Side};
 use crate::format::{Chain, RecordKind, Recording, RecordingError, RecordingWriter, TornTail, WriterOptions};

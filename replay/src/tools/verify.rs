@@ -104,12 +104,18 @@ pub struct VerifyReport {
     /// The end record's final root and chain agree with the replay (None: no end record).
     pub end_record_matches: Option<bool>,
     pub ticks_per_s: f64,
+    /// Independent spans the recording was verified in, side by side (1: lockstep).
+    pub spans: u32,
+    /// A checkpoint that does not restore to the recorded state (found by a parallel
+    /// verify; the lockstep replay from the start does not read checkpoints).
+    pub bad_checkpoint: Option<BadCheckpoint>,
 }
 
 impl VerifyReport {
-    /// True when every run agreed with the recording and each other.
+    /// True when every run agreed with the recording and each other, and every checkpoint
+    /// read restored the recorded state.
     pub fn ok(&self) -> bool {
-        self.divergence.is_none() && self.end_record_matches != Some(false)
+        self.divergence.is_none() && self.end_record_matches != Some(false) && self.bad_checkpoint.is_none()
     }
 }
 
@@ -121,9 +127,25 @@ pub struct Fault {
     pub entity: u32,
 }
 
+/// Verifies a recording at every shard count on every core (`verify_with`, one job per
+/// available core).
+pub fn verify(
+    path: &Path,
+    shard_counts: &[usize],
+    fault: Option<Fault>,
+    progress: Progress<'_>,
+) -> Result<VerifyReport, ToolError> {
+    verify_with(path, shard_counts, fault, default_jobs(), progress)
+}
+
+/// One verify job per available core.
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
 /// Replays the recording at every shard count in lockstep and compares each tick's roots
 /// with the recording and across runs; stops at the first divergence and explains it.
-pub fn verify(
+pub fn verify_lockstep(
     path: &Path,
     shard_counts: &[usize],
     fault: Option<Fault>,
@@ -256,6 +278,8 @@ pub fn verify(
         divergence,
         end_record_matches,
         ticks_per_s: ticks as f64 * shard_counts.len() as f64 / secs,
+        spans: 1,
+        bad_checkpoint: None,
     })
 }
 

@@ -13,6 +13,7 @@ mod planted;
 mod roundtrip;
 mod rules;
 mod sim;
+mod spans;
 mod tools;
 
 use std::sync::OnceLock;
