@@ -164,6 +164,10 @@ fn saved_players(world: &World) -> Vec<crate::player::Player> {
 
 /// `save_checkpoint` without the checksum (see `UnsealedCheckpoint`).
 pub fn save_checkpoint_unsealed(world: &World) -> UnsealedCheckpoint {
+    assert!(
+        !world.is_detached(),
+        "a world stepped entities-only has no client streams to checkpoint"
+    );
     let state = CheckpointState {
         config: world.config().clone(),
         terrain_hash: world.terrain().content_hash(),

@@ -94,6 +94,9 @@ pub struct World {
     /// Think groups whose boids the serial phase moved (casts): their leaves are rehashed
     /// this tick although they did not think.
     dirty_groups: u32,
+    /// A `step_entities_only` has run: the entities are right, the client streams, leaves
+    /// and roots are not, for good.
+    detached: bool,
     /// Leaves of chunks whose slots are all free, by chunk index (they never change).
     empty_player_leaves: Vec<[u8; 32]>,
     empty_stream_leaves: Vec<[u8; 32]>,
@@ -215,6 +218,7 @@ impl World {
             layout,
             leaves: vec![[0; 32]; layout.leaf_count()],
             dirty_groups: 0,
+            detached: false,
             empty_player_leaves: (0..counts[1])
                 .map(|c| {
                     let n = PLAYERS_PER_CHUNK.min(slots - c * PLAYERS_PER_CHUNK);
@@ -335,6 +339,13 @@ impl World {
     /// The output of the last step (or of construction: tick 0 with its root).
     pub fn output(&self) -> &TickOutput {
         &self.output
+    }
+
+    /// Whether a `step_entities_only` has left this world's client streams, snapshots
+    /// and roots behind (its entities are right). Such a world is for drawing; it cannot
+    /// be checkpointed, and its roots mean nothing.
+    pub fn is_detached(&self) -> bool {
+        self.detached
     }
 
     /// The state root after the last tick.

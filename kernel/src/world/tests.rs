@@ -154,3 +154,53 @@ fn a_boid_read_by_id_equals_the_gathered_boids() {
     }
     assert!(caught > 0, "no cast caught anything");
 }
+
+/// Stepping entities only moves boids, avatars and players exactly as a full step does,
+/// on every shard count, with casts, acks, joins and leaves in the inputs; the world says
+/// it is detached and refuses a checkpoint.
+#[test]
+fn entities_only_steps_move_the_entities_as_full_steps_do() {
+    use crate::scripted::{Script, ScriptConfig};
+    let config = WorldConfig {
+        boid_count: 800,
+        ..WorldConfig::default()
+    };
+    let mut full = World::new(config.clone(), 1).unwrap();
+    let mut detached: Vec<World> = [1, 3]
+        .iter()
+        .map(|&n| World::new(config.clone(), n).unwrap())
+        .collect();
+    let mut script = Script::new(ScriptConfig {
+        clients: 24,
+        join_spread_ticks: 20,
+        churn_per_mille_per_s: 30,
+        hunter_per_mille: 800,
+        ..ScriptConfig::default()
+    });
+    let mut inputs = TickInputs::default();
+    let (mut casts, mut snapshots) = (0, 0);
+    for _ in 0..1500 {
+        inputs.inputs.clear();
+        script.next_inputs(&full, &full.output().clone(), &mut inputs);
+        let out = full.step(&inputs);
+        casts += out.casts.made + out.casts.outside_field + out.casts.cooling;
+        snapshots += out.snapshots().count();
+        for w in &mut detached {
+            let out = w.step_entities_only(&inputs);
+            assert_eq!(out.snapshots().count(), 0);
+            assert_eq!(out.casts, full.output().casts, "tick {}", full.tick());
+            assert_eq!(w.tick(), full.tick());
+            assert_eq!(w.boids(), full.boids(), "tick {}", full.tick());
+            assert_eq!(w.players(), full.players(), "tick {}", full.tick());
+        }
+    }
+    assert!(
+        casts > 0 && snapshots > 0,
+        "the session casts ({casts}) and sends ({snapshots})"
+    );
+    assert!(detached.iter().all(World::is_detached) && !full.is_detached());
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::save_checkpoint(&detached[0])
+    }));
+    assert!(refused.is_err(), "a detached world cannot be checkpointed");
+}
