@@ -3,9 +3,13 @@
 //! entity (`/replay/state`), one entity with its recent track (`/replay/entity`), and one
 //! client's view as its snapshots gave it (`/replay/client`).
 //!
-//! A request for a later tick within a checkpoint interval steps the cursor forward;
-//! anything else restores the nearest checkpoint at or before the tick and steps from
-//! there, so any answer costs at most one checkpoint interval of steps.
+//! A request for a later tick steps the cursor forward unless restoring a checkpoint
+//! between them costs less (the cursor measures both as it goes); anything else restores
+//! the nearest checkpoint at or before the tick and steps from there, so any answer costs
+//! at most one checkpoint interval of steps. Questions about entities alone step the
+//! entities only (`World::step_entities_only`: no snapshots, no hashing, a tenth of a
+//! tick at 1,000 clients); such a cursor no longer feeds the seek index, and a question
+//! about a client's view or an avatar's stream restores a whole world first.
 
 use std::sync::{mpsc, Arc};
 
@@ -41,9 +45,10 @@ pub mod state_layout {
 
 /// Bytes of one entity record in `/replay/state`.
 pub const REPLAY_ENTITY_BYTES: usize = state_layout::ENTITY_BYTES;
-/// Ticks the cursor steps forward rather than restore a nearer checkpoint: 120 steps of
-/// the default world take about 50 ms.
-const STEPS_RATHER_THAN_RESTORE: u32 = 120;
+/// What the cursor assumes a step and a restore cost before it has measured one: a step
+/// of the default world and a restore from memory with the terrain held.
+const STEP_US_INITIAL: u64 = 400;
+const RESTORE_US_INITIAL: u64 = 2_000;
 /// How far back an entity's track reaches, in seconds.
 pub const TRACK_SECONDS: u32 = 3;
 
@@ -86,6 +91,48 @@ struct Cursor {
     watch: Option<Watch>,
     /// The entity whose positions the cursor keeps while it steps (the inspector's track).
     track: Option<Track>,
+    /// What steps (whole, and entities only) and restores have cost here, smoothed.
+    costs: Costs,
+}
+
+/// How much of the world a question needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Need {
+    /// Boids, avatars and players: what `/replay/state` draws.
+    Entities,
+    /// The client streams too: a client's view, an avatar's stream summary.
+    Whole,
+}
+
+/// Moving averages (1/8 weight to the newest) of what the cursor's work costs, in µs.
+#[derive(Debug, Clone, Copy)]
+struct Costs {
+    step_us: u64,
+    step_entities_us: u64,
+    restore_us: u64,
+}
+
+impl Costs {
+    fn new() -> Costs {
+        Costs {
+            step_us: STEP_US_INITIAL,
+            step_entities_us: STEP_US_INITIAL / 4,
+            restore_us: RESTORE_US_INITIAL,
+        }
+    }
+
+    fn observe(average: &mut u64, took: std::time::Duration) {
+        let us = took.as_micros().min(u128::from(u32::MAX)) as u64;
+        *average = (*average * 7 + us) / 8;
+    }
+
+    fn step_us(&self, need: Need) -> u64 {
+        match need {
+            Need::Entities => self.step_entities_us,
+            Need::Whole => self.step_us,
+        }
+        .max(1)
+    }
 }
 
 /// The recent positions of one entity seen while stepping.
@@ -164,12 +211,14 @@ impl Watch {
 }
 
 impl Cursor {
-    /// Moves the world to `tick` (inside the recording): steps forward when no checkpoint
-    /// (the seek index's or the recording's) is nearer, else restores the nearest one.
-    fn goto(&mut self, tick: u32) -> Result<(), QuestionError> {
+    /// Moves the world to `tick` (inside the recording) with what `need` asks of it: steps
+    /// forward when that costs less than restoring the nearest checkpoint (the seek
+    /// index's or the recording's) and stepping from there, else restores.
+    fn goto(&mut self, tick: u32, need: Need) -> Result<(), QuestionError> {
         self.check(tick)?;
         let (in_memory, on_disk) = self.restore_points(tick);
-        if !self.steps_to(tick, &in_memory, on_disk) {
+        if !self.steps_to(tick, need, &in_memory, on_disk) {
+            let started = std::time::Instant::now();
             self.world = match (in_memory, on_disk) {
                 (Some((at, bytes)), f) if f.is_none_or(|f| f.first_tick <= at) => {
                     restore_checkpoint_with_terrain(&bytes, self.world.terrain().clone(), 1)
@@ -185,6 +234,7 @@ impl Cursor {
                 },
                 (_, None) => self.rec.start_world(1)?,
             };
+            Costs::observe(&mut self.costs.restore_us, started.elapsed());
             if let Some(w) = &mut self.watch {
                 w.restart(&self.world);
             }
@@ -192,18 +242,31 @@ impl Cursor {
                 t.restart(&self.world);
             }
         }
-        self.step_to(tick)
+        self.step_to(tick, need)
     }
 
-    /// Steps the world up to `tick`, keeping what the watch and the track follow.
-    fn step_to(&mut self, tick: u32) -> Result<(), QuestionError> {
+    /// Steps the world up to `tick`, keeping what the watch and the track follow. With
+    /// `Need::Entities` and no watch (which needs snapshots) it steps the entities only.
+    fn step_to(&mut self, tick: u32, need: Need) -> Result<(), QuestionError> {
         if self.world.tick() >= tick {
             return Ok(());
         }
+        let entities_only = need == Need::Entities && self.watch.is_none();
+        debug_assert!(
+            entities_only || !self.world.is_detached(),
+            "goto restores a detached world"
+        );
         for t in self.rec.ticks_from(self.world.tick() + 1) {
             let t = t?;
-            self.world.step(&t.inputs);
-            self.index.offer(&self.world);
+            let started = std::time::Instant::now();
+            if entities_only {
+                self.world.step_entities_only(&t.inputs);
+                Costs::observe(&mut self.costs.step_entities_us, started.elapsed());
+            } else {
+                self.world.step(&t.inputs);
+                Costs::observe(&mut self.costs.step_us, started.elapsed());
+                self.index.offer(&self.world);
+            }
             if let Some(w) = &mut self.watch {
                 w.observe(&self.world);
             }
@@ -220,7 +283,7 @@ impl Cursor {
     fn answer(&mut self, q: Question) -> Result<Answer, QuestionError> {
         match q {
             Question::State { tick } => {
-                self.goto(tick)?;
+                self.goto(tick, Need::Entities)?;
                 Ok(Answer::Bytes(encode_state(&self.world)))
             }
             Question::States { from, count, stride } => {
@@ -230,7 +293,7 @@ impl Cursor {
                 let mut out = Vec::new();
                 let ticks = (0..count).map(|k| u64::from(from) + u64::from(k) * u64::from(stride));
                 for tick in ticks.take_while(|&t| t <= u64::from(last)) {
-                    self.goto(tick as u32)?;
+                    self.goto(tick as u32, Need::Entities)?;
                     out.extend_from_slice(&encode_state(&self.world));
                 }
                 Ok(Answer::Bytes(out))
@@ -282,11 +345,11 @@ impl Cursor {
         ))
     }
 
-    /// Steps to `tick` with a follower (the watch or the track, in the field `slot` names)
-    /// that has seen every step after `from`. When the current one has not (`covered` is
-    /// false) or the cursor cannot step to `tick`, it is dropped, the cursor lands on
-    /// `from` and `start` makes a new one there; after that the cursor only steps, never
-    /// restores, so the follower sees every tick up to `tick`.
+    /// Steps a whole world to `tick` with a follower (the watch or the track, in the field
+    /// `slot` names) that has seen every step after `from`. When the current one has not
+    /// (`covered` is false), the cursor is past `tick` or detached, it is dropped, the
+    /// cursor lands on `from` and `start` makes a new one there; after that the cursor only
+    /// steps, never restores, so the follower sees every tick up to `tick`.
     fn follow_to<F>(
         &mut self,
         from: u32,
@@ -295,18 +358,12 @@ impl Cursor {
         slot: fn(&mut Cursor) -> &mut Option<F>,
         start: impl FnOnce(&World) -> F,
     ) -> Result<(), QuestionError> {
-        if !(covered && self.near(tick)) {
+        if !(covered && self.world.tick() <= tick && !self.world.is_detached()) {
             *slot(self) = None;
-            self.goto(from)?;
+            self.goto(from, Need::Whole)?;
             *slot(self) = Some(start(&self.world));
         }
-        self.step_to(tick)
-    }
-
-    /// Whether the cursor would step to `tick` rather than restore a checkpoint.
-    fn near(&self, tick: u32) -> bool {
-        let (in_memory, on_disk) = self.restore_points(tick);
-        self.steps_to(tick, &in_memory, on_disk)
+        self.step_to(tick, Need::Whole)
     }
 
     /// The checkpoints nearest at or before `tick`: the seek index's and the recording's.
@@ -320,13 +377,23 @@ impl Cursor {
         (self.index.nearest(tick), on_disk)
     }
 
-    /// Whether going to `tick` steps from the cursor: it is at or before the tick, and
-    /// either close to it (`STEPS_RATHER_THAN_RESTORE` ticks: stepping on keeps what the
-    /// watch and the track have seen) or no checkpoint lies nearer.
-    fn steps_to(&self, tick: u32, in_memory: &Option<InMemory>, on_disk: Option<RecordInfo>) -> bool {
+    /// Whether going to `tick` steps from the cursor: it is at or before the tick, its
+    /// world has what `need` asks (a detached one has only entities), and the nearest
+    /// checkpoint ahead of it is nearer than a restore's worth of steps.
+    fn steps_to(
+        &self,
+        tick: u32,
+        need: Need,
+        in_memory: &Option<InMemory>,
+        on_disk: Option<RecordInfo>,
+    ) -> bool {
         let now = self.world.tick();
+        if now > tick || (need == Need::Whole && self.world.is_detached()) {
+            return false;
+        }
         let nearest = in_memory.as_ref().map(|m| m.0).max(on_disk.map(|f| f.first_tick));
-        now <= tick && (tick - now <= STEPS_RATHER_THAN_RESTORE || nearest.is_none_or(|b| b <= now))
+        let steps_saved = nearest.map_or(0, |b| b.saturating_sub(now));
+        u64::from(steps_saved) * self.costs.step_us(need) <= self.costs.restore_us
     }
 
     /// An error for a tick outside the recording.
@@ -454,8 +521,124 @@ pub fn serve(rec: Recording, world: World, index: Arc<SeekIndex>, requests: mpsc
         index,
         watch: None,
         track: None,
+        costs: Costs::new(),
     };
     for (question, reply) in requests {
         let _ = reply.send(cursor.answer(question));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use migratory_kernel::ScriptConfig;
+    use migratory_replay::format::WriterOptions;
+    use migratory_replay::testkit::small_config;
+    use migratory_replay::tools::{synth_into, SynthOptions};
+
+    fn recording() -> Recording {
+        let config = small_config(5, 400);
+        let options = SynthOptions {
+            script: ScriptConfig {
+                seed: 5,
+                clients: 6,
+                join_spread_ticks: 10,
+                tick_rate_hz: config.tick_rate_hz,
+                ..ScriptConfig::default()
+            },
+            config,
+            ticks: 300,
+            shards: 1,
+            writer: WriterOptions {
+                block_ticks: 20,
+                checkpoint_interval_ticks: 100,
+                fsync_every_blocks: 0,
+            },
+        };
+        let (_, bytes) = synth_into(&options, Vec::new()).expect("synth");
+        Recording::from_bytes(bytes).expect("the recording reads")
+    }
+
+    fn cursor() -> Cursor {
+        let rec = recording();
+        let world = rec.start_world(1).unwrap();
+        Cursor {
+            rec,
+            world,
+            index: Arc::new(SeekIndex::new(50, 1 << 24)),
+            watch: None,
+            track: None,
+            costs: Costs::new(),
+        }
+    }
+
+    fn json(a: Answer) -> Value {
+        match a {
+            Answer::Json(v) => v,
+            Answer::Bytes(_) => panic!("bytes where JSON was expected"),
+        }
+    }
+
+    /// A cursor that stepped entities only for the drawing questions answers a client's
+    /// view and an avatar's stream as a cursor that never did, and draws every tick as the
+    /// recording's world at that tick.
+    #[test]
+    fn entities_only_stepping_answers_every_question_as_whole_steps_do() {
+        let mut drawing = cursor();
+        let rec = recording();
+        let avatar = rec.meta.config.boid_count + 2;
+        for tick in [40, 41, 90, 150, 260] {
+            let Answer::Bytes(state) = drawing.answer(Question::State { tick }).unwrap() else {
+                panic!("state is bytes");
+            };
+            assert_eq!(
+                state,
+                encode_state(&rec.world_at(tick, 1).unwrap()),
+                "tick {tick}"
+            );
+        }
+        assert!(
+            drawing.world.is_detached(),
+            "the drawing questions stepped entities only"
+        );
+        assert!(
+            drawing.index.nearest(260).is_none_or(|(t, _)| t <= 100),
+            "a detached cursor feeds no checkpoints"
+        );
+        for (tick, client) in [(270, 1), (275, 3)] {
+            let mut whole = cursor();
+            let q = Question::Client { tick, client };
+            assert_eq!(
+                json(drawing.answer(q).unwrap()),
+                json(whole.answer(q).unwrap()),
+                "client {client} at {tick}"
+            );
+            // The whole state, client streams included, is the recording's.
+            assert_eq!(
+                drawing.world.state_root(),
+                rec.world_at(tick, 1).unwrap().state_root(),
+                "tick {tick}"
+            );
+            let q = Question::Entity { tick, id: avatar };
+            assert_eq!(
+                json(drawing.answer(q).unwrap()),
+                json(whole.answer(q).unwrap()),
+                "avatar at {tick}"
+            );
+            assert!(!drawing.world.is_detached());
+        }
+        let q = Question::States {
+            from: 280,
+            count: 3,
+            stride: 5,
+        };
+        let Answer::Bytes(states) = drawing.answer(q).unwrap() else {
+            panic!("states are bytes");
+        };
+        let expected: Vec<u8> = [280, 285, 290]
+            .iter()
+            .flat_map(|&t| encode_state(&rec.world_at(t, 1).unwrap()))
+            .collect();
+        assert_eq!(states, expected);
     }
 }
