@@ -16,7 +16,8 @@ use super::layout::{
 };
 use super::{
     corrupted, io_err, Bookmark, RecordKind, RecordingError, RecordingMeta, BLOCK_TICKS_MAX, FORMAT_VERSION,
-    FORMAT_VERSION_READ_MIN, HEADER_BODY_BYTES_MAX, MAGIC, RECORD_PAYLOAD_BYTES_MAX, ROOTS_BYTES_PER_TICK,
+    FORMAT_VERSION_PACKED_INPUTS, FORMAT_VERSION_READ_MIN, HEADER_BODY_BYTES_MAX, MAGIC,
+    RECORD_PAYLOAD_BYTES_MAX, ROOTS_BYTES_PER_TICK,
 };
 
 /// One record found in a recording.
@@ -459,8 +460,13 @@ impl Recording {
             .min(RECORD_PAYLOAD_BYTES_MAX as usize);
         let archived = zstd::bulk::decompress(&payload[4..4 + c], limit)
             .map_err(|e| bad(format!("inputs do not decompress: {e}")))?;
-        let inputs = rkyv::from_bytes::<Vec<TickInputs>, rancor::Error>(&aligned(&archived))
-            .map_err(|e| bad(format!("inputs archive invalid: {e}")))?;
+        let inputs = if self.format_version >= FORMAT_VERSION_PACKED_INPUTS {
+            super::packed::decode_inputs(&archived, f.first_tick, f.tick_count)
+                .map_err(|e| bad(format!("packed inputs invalid: {e}")))?
+        } else {
+            rkyv::from_bytes::<Vec<TickInputs>, rancor::Error>(&aligned(&archived))
+                .map_err(|e| bad(format!("inputs archive invalid: {e}")))?
+        };
         if inputs.len() != f.tick_count as usize {
             return Err(bad(format!(
                 "{} ticks of inputs, header says {}",

@@ -9,8 +9,8 @@ use rkyv::rancor;
 
 use super::layout::{encode_bookmark, FileHeader, RecordHeader, FILE_HEADER_BYTES, RECORD_HEADER_BYTES};
 use super::{
-    Bookmark, Chain, RecordKind, RecordingMeta, BLOCK_TICKS_MAX, BOOKMARK_NOTE_BYTES_MAX, FORMAT_VERSION,
-    ROOTS_BYTES_PER_TICK, ZSTD_LEVEL,
+    Bookmark, Chain, RecordKind, RecordingMeta, BLOCK_TICKS_MAX, BOOKMARK_NOTE_BYTES_MAX,
+    CHECKPOINT_ZSTD_LEVEL, FORMAT_VERSION, ROOTS_BYTES_PER_TICK, ZSTD_LEVEL,
 };
 
 /// How the writer buffers and flushes.
@@ -272,8 +272,8 @@ impl<W: Durable> RecordingWriter<W> {
         if self.block_inputs.is_empty() {
             return Ok(());
         }
-        let archived = rkyv::to_bytes::<rancor::Error>(&self.block_inputs).map_err(io::Error::other)?;
-        let compressed = zstd::bulk::compress(&archived, ZSTD_LEVEL)?;
+        let packed = super::packed::encode_inputs(self.block_first_tick, &self.block_inputs);
+        let compressed = zstd::bulk::compress(&packed, ZSTD_LEVEL)?;
         let count = self.block_inputs.len() as u32;
         let first = self.block_first_tick;
         let roots = std::mem::take(&mut self.block_roots);
@@ -301,7 +301,7 @@ impl<W: Durable> RecordingWriter<W> {
     }
 
     fn write_checkpoint_bytes(&mut self, tick: u32, bytes: &[u8]) -> io::Result<()> {
-        let compressed = zstd::bulk::compress(bytes, ZSTD_LEVEL)?;
+        let compressed = zstd::bulk::compress(bytes, CHECKPOINT_ZSTD_LEVEL)?;
         self.write_record(RecordKind::Checkpoint, tick, 0, &[&compressed])?;
         self.last_checkpoint_tick = Some(tick);
         self.out.flush()
