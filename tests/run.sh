@@ -8,6 +8,7 @@
 #     nodejs, npm        the viewer's JavaScript tests (Debian's Node 18 will do: playwright-core
 #                        is pinned to 1.61.1, the last that runs on it)
 #     chromium           the only browser the viewer's tests drive (never a downloaded one)
+#     iproute2           `ss`, whose per-socket counters the soak charts as TCP segments per tick
 #   npm packages, into net/view/web/node_modules (pinned by its package-lock.json):
 #     playwright-core, fzstd
 # Then: cargo test --workspace (arguments are passed on, e.g. `-- --nocapture`).
@@ -21,6 +22,7 @@ compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || PACKAGES+=(postgresq
 command -v node >/dev/null || PACKAGES+=(nodejs)
 command -v npm >/dev/null || PACKAGES+=(npm)
 [ -x /usr/bin/chromium ] || PACKAGES+=(chromium)
+command -v ss >/dev/null || PACKAGES+=(iproute2)
 # The fleet's metrics test runs a real Prometheus (and promtool) against a fleet.
 command -v prometheus >/dev/null || PACKAGES+=(prometheus)
 if [ ${#PACKAGES[@]} -gt 0 ]; then

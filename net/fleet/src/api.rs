@@ -413,7 +413,7 @@ async fn metrics(State(fleet): State<Arc<Fleet>>) -> Response {
     fleet
         .metrics
         .servers_running
-        .set(fleet.running_count(None) as i64);
+        .set(fleet.running_count(None).await as i64);
     // Worlds by state, from the store (one query a scrape).
     if let (Ok(rows), Ok(nodes)) = (fleet.store.worlds().await, live_nodes(&fleet).await) {
         for state in WORLD_STATES {

@@ -55,6 +55,10 @@ impl WorldFiles {
     }
 }
 
+/// How long counting the running servers waits for a slot locked by someone else before
+/// counting it as busy (starting or stopping, so running).
+const SLOT_BUSY_WAIT: Duration = Duration::from_millis(50);
+
 /// A world's running server.
 #[derive(Debug)]
 pub(crate) struct Running {
@@ -221,22 +225,26 @@ impl Fleet {
     }
 
     /// World servers running now, besides the one of `own` (whose lock the caller holds). A
-    /// slot busy starting or stopping counts as running. Two first joins of different
-    /// worlds racing past the limit can start one world more than it; the next join sees
-    /// them.
-    pub(crate) fn running_count(&self, own: Option<&Arc<tokio::sync::Mutex<Slot>>>) -> usize {
+    /// slot busy starting or stopping counts as running; a slot locked only for a moment
+    /// (the exit watcher of a server just stopped looks at it) is waited for up to
+    /// `SLOT_BUSY_WAIT` first, so a join right after a stop is not refused for it. Two first
+    /// joins of different worlds racing past the limit can start one world more than it;
+    /// the next join sees them.
+    pub(crate) async fn running_count(&self, own: Option<&Arc<tokio::sync::Mutex<Slot>>>) -> usize {
         let slots: Vec<Arc<tokio::sync::Mutex<Slot>>> = {
             let s = self.slots.lock().unwrap_or_else(|e| e.into_inner());
             s.values().cloned().collect()
         };
-        slots
+        let counted = slots
             .iter()
             .filter(|slot| own.is_none_or(|own| !Arc::ptr_eq(slot, own)))
-            .filter(|slot| match slot.try_lock() {
-                Ok(s) => s.running.as_ref().is_some_and(|r| r.child.exit_info().is_none()),
-                Err(_) => true,
-            })
-            .count()
+            .map(|slot| async move {
+                match tokio::time::timeout(SLOT_BUSY_WAIT, slot.lock()).await {
+                    Ok(s) => usize::from(s.running.as_ref().is_some_and(|r| r.child.exit_info().is_none())),
+                    Err(_) => 1,
+                }
+            });
+        futures_util::future::join_all(counted).await.into_iter().sum()
     }
 
     pub(crate) fn drop_token(&self, generation: u64) {
@@ -342,7 +350,7 @@ impl Fleet {
             });
         }
         let running_max = self.options.limits.worlds_running_max as usize;
-        if self.running_count(Some(&own)) >= running_max {
+        if self.running_count(Some(&own)).await >= running_max {
             return Err(FleetError::Unavailable {
                 world: id.to_string(),
                 reason: format!(

@@ -1,6 +1,7 @@
-//! The soak's chart: six panels over the run's per-second series (joined bots, tick loop
-//! against its target, downstream per bot against the average target and the hard cap,
-//! RTT, server RSS and CPU per tick), drawn with plotters into a PNG.
+//! The soak's chart: seven panels over the run's per-second series (joined bots, tick
+//! loop against its target, downstream per bot against the average target and the hard
+//! cap, RTT, server RSS, CPU per tick, and the TCP segments per tick that drive its system
+//! part), drawn with plotters into a PNG.
 //!
 //! Text needs a TrueType font (`migratory_replay::plot::load_font`: `MIGRATORY_FONT`, else
 //! DejaVu Sans where Debian's `fonts-dejavu-core` puts it).
@@ -13,7 +14,7 @@ use crate::series::{Sample, Thresholds};
 
 /// Chart size in pixels.
 pub const CHART_WIDTH_PX: u32 = 1600;
-pub const CHART_HEIGHT_PX: u32 = 1200;
+pub const CHART_HEIGHT_PX: u32 = 1600;
 
 /// Why a chart could not be drawn.
 #[derive(Debug, thiserror::Error)]
@@ -58,7 +59,7 @@ const GREEN: RGBColor = RGBColor(20, 140, 60);
 const GREY: RGBColor = RGBColor(120, 120, 120);
 const PURPLE: RGBColor = RGBColor(130, 50, 170);
 
-/// Draws the six panels of `series` into a PNG at `path`.
+/// Draws the panels of `series` into a PNG at `path`.
 pub fn draw(
     path: &Path,
     series: &[Sample],
@@ -70,7 +71,7 @@ pub fn draw(
     root.fill(&WHITE).map_err(draw_err)?;
     let t_max = series.last().map_or(1.0, |s| s.t_s).max(1.0);
     for (area, panel) in root
-        .split_evenly((3, 2))
+        .split_evenly((4, 2))
         .iter()
         .zip(panels(series, thresholds, t_max))
     {
@@ -80,8 +81,8 @@ pub fn draw(
     Ok(())
 }
 
-/// What the six panels show: bots, the tick loop, downstream, round trips, RSS, CPU.
-fn panels<'a>(series: &[Sample], thresholds: &Thresholds, t_max: f64) -> [Panel<'a>; 6] {
+/// What the panels show: bots, the tick loop, downstream, round trips, RSS, CPU, segments.
+fn panels<'a>(series: &[Sample], thresholds: &Thresholds, t_max: f64) -> [Panel<'a>; 7] {
     let pick = |f: &dyn Fn(&Sample) -> Option<f64>| -> Vec<(f64, f64)> {
         series.iter().filter_map(|s| f(s).map(|v| (s.t_s, v))).collect()
     };
@@ -138,6 +139,19 @@ fn panels<'a>(series: &[Sample], thresholds: &Thresholds, t_max: f64) -> [Panel<
             vec![
                 line("total", BLUE, pick(&|s| s.cpu_ms_per_tick)),
                 line("system", ORANGE, pick(&|s| s.cpu_system_ms_per_tick)),
+            ],
+        ),
+        panel(
+            "Server TCP segments per tick",
+            "segments",
+            vec![
+                line("sent", BLUE, pick(&|s| s.segments_out_per_tick)),
+                line(
+                    "sent without data (pure ACK)",
+                    ORANGE,
+                    pick(&|s| s.pure_acks_out_per_tick),
+                ),
+                line("received", GREEN, pick(&|s| s.segments_in_per_tick)),
             ],
         ),
     ]

@@ -5,10 +5,11 @@
 //! `/metrics`, thresholds, `metrics.json`, `summary.txt`) with its chart (`chart`, over
 //! the data model in `series`), and `figures`, which recomputes a finished soak's quoted
 //! figures from its `metrics.json`; `mover` moves a fleet world between nodes during a
-//! soak (`--move-every`).
+//! soak (`--move-every`); `segments` counts the TCP segments on a local server's
+//! connections (from `ss`), which the soak charts per tick.
 //!
 //! Modules, top-down (each uses only those below it): `cli`, `soak`, `mover`, `chart`,
-//! `series`, `bots`, `behaviour`. Invariant: it talks to a server only over its public
+//! `series`, `segments`, `bots`, `behaviour`. Invariant: it talks to a server only over its public
 //! port (WebSocket, `/metrics`) and to a fleet over its public API, through
 //! `migratory-wire`'s contracts.
 
@@ -18,5 +19,6 @@ pub mod chart;
 pub mod cli;
 pub mod figures;
 pub mod mover;
+pub mod segments;
 pub mod series;
 pub mod soak;

@@ -49,4 +49,9 @@ pub struct Sample {
     pub cpu_ms_per_tick: Option<f64>,
     /// The system (OS kernel) part of `cpu_ms_per_tick`.
     pub cpu_system_ms_per_tick: Option<f64>,
+    /// TCP segments per tick on the server's connections: sent, the sent ones without
+    /// data (pure ACKs), received (`segments`; a server on this machine only).
+    pub segments_out_per_tick: Option<f64>,
+    pub pure_acks_out_per_tick: Option<f64>,
+    pub segments_in_per_tick: Option<f64>,
 }

@@ -17,6 +17,7 @@ use migratory_wire::http;
 use migratory_wire::metric;
 
 use crate::bots::{self, BotLive, BotOptions, BotReport, RttSink};
+use crate::segments::Segments;
 pub use crate::series::{Sample, Thresholds};
 
 /// The `[soak]` table of a soak config file.
@@ -117,6 +118,11 @@ pub struct ServerHold {
     pub loop_p99_ms: Option<f64>,
     pub cpu_ms_per_tick: Option<f64>,
     pub cpu_system_ms_per_tick: Option<f64>,
+    /// TCP segments per tick on the server's connections (`segments`): sent, the sent ones
+    /// that carried no data (pure ACKs), and received.
+    pub segments_out_per_tick: Option<f64>,
+    pub pure_acks_out_per_tick: Option<f64>,
+    pub segments_in_per_tick: Option<f64>,
 }
 
 impl ServerHold {
@@ -130,6 +136,9 @@ impl ServerHold {
             loop_p99_ms: median(|s| s.loop_p99_ms),
             cpu_ms_per_tick: median(|s| s.cpu_ms_per_tick),
             cpu_system_ms_per_tick: median(|s| s.cpu_system_ms_per_tick),
+            segments_out_per_tick: median(|s| s.segments_out_per_tick),
+            pure_acks_out_per_tick: median(|s| s.pure_acks_out_per_tick),
+            segments_in_per_tick: median(|s| s.segments_in_per_tick),
         }
     }
 }
@@ -161,6 +170,8 @@ struct ServerSample {
     cpu_s: Option<f64>,
     cpu_system_s: Option<f64>,
     evictions: Option<f64>,
+    /// The server's connections' segment counters (a server on this machine only).
+    segments: Option<Segments>,
 }
 
 async fn scrape(host: Option<&str>) -> ServerSample {
@@ -185,7 +196,20 @@ async fn scrape(host: Option<&str>) -> ServerSample {
         cpu_s: metric::PROCESS_CPU_SECONDS_TOTAL.read(&text, ""),
         cpu_system_s: metric::PROCESS_CPU_SYSTEM_SECONDS_TOTAL.read(&text, ""),
         evictions: metric::EVICTIONS_TOTAL.read(&text, ""),
+        segments: match local_port(host) {
+            Some(port) => Segments::read(port).await,
+            None => None,
+        },
     }
+}
+
+/// The port of a server on this machine (`127.0.0.1:PORT`, `localhost:PORT`): only its
+/// sockets are this machine's to count.
+fn local_port(host: &str) -> Option<u16> {
+    let (name, port) = host.rsplit_once(':')?;
+    matches!(name, "127.0.0.1" | "localhost" | "[::1]")
+        .then(|| port.parse().ok())
+        .flatten()
 }
 
 /// Runs the soak and writes its folder; the report says whether every threshold passed.
@@ -401,6 +425,10 @@ impl Sampler {
         };
         let cpu_ms_per_tick = per_tick(server.cpu_s, before.cpu_s);
         let cpu_system_ms_per_tick = per_tick(server.cpu_system_s, before.cpu_system_s);
+        let segments = match (server.segments, before.segments, server.ticks, before.ticks) {
+            (Some(now), Some(then), Some(t1), Some(t0)) => crate::segments::per_tick(now, then, t1 - t0),
+            _ => None,
+        };
         self.last_server = server;
         if in_hold {
             self.hold_rtts.extend_from_slice(&rtts);
@@ -424,6 +452,9 @@ impl Sampler {
             rss_bytes: server.rss_bytes.map(|b| b as u64),
             cpu_ms_per_tick,
             cpu_system_ms_per_tick,
+            segments_out_per_tick: segments.map(|s| s.0),
+            pure_acks_out_per_tick: segments.map(|s| s.1),
+            segments_in_per_tick: segments.map(|s| s.2),
         }
     }
 }
@@ -580,6 +611,7 @@ fn write_outputs(out: &Path, r: &SoakReport) -> Result<(), SoakError> {
         "bots {} joined {} stalled {} closed by server {} {:?} drops {} decode errors {}\n\
          downstream per bot (hold) mean {:.0} p95 {:.0} max {:.0} B/s; RTT (hold) p50 {:.2} p99 {:.2} ms\n\
          server (hold, medians of the seconds) loop p50 {} p99 {} ms; CPU {} ms per tick, {} of it system\n\
+         server TCP segments per tick (hold, medians) out {} (pure ACKs {}), in {}\n\
          {}{}\n",
         t.clients,
         t.joined,
@@ -597,6 +629,9 @@ fn write_outputs(out: &Path, r: &SoakReport) -> Result<(), SoakError> {
         figure(h.loop_p99_ms),
         figure(h.cpu_ms_per_tick),
         figure(h.cpu_system_ms_per_tick),
+        figure(h.segments_out_per_tick),
+        figure(h.pure_acks_out_per_tick),
+        figure(h.segments_in_per_tick),
         if r.moves.is_empty() {
             String::new()
         } else {

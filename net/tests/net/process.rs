@@ -549,9 +549,20 @@ fn a_short_soak_writes_its_json_chart_and_summary() {
             "rss_bytes",
             "cpu_ms_per_tick",
             "cpu_system_ms_per_tick",
+            "segments_out_per_tick",
+            "pure_acks_out_per_tick",
+            "segments_in_per_tick",
         ] {
             assert!(s[key].is_number(), "{key} missing in {s}");
         }
+        // The server sends at least a snapshot per bot every three ticks (20 Hz at 60),
+        // and part of what it sends may be pure ACKs.
+        let sent = s["segments_out_per_tick"].as_f64().unwrap_or_default();
+        assert!(sent >= 6.0 / 3.0, "{s}");
+        assert!(
+            s["pure_acks_out_per_tick"].as_f64().unwrap_or(f64::MAX) <= sent,
+            "{s}"
+        );
         assert_eq!(s["joined_bots"], 6, "{s}");
     }
     assert_eq!(json["totals"]["decode_errors"], 0);
@@ -566,7 +577,7 @@ fn a_short_soak_writes_its_json_chart_and_summary() {
     assert!(hold_figure("cpu_system_ms_per_tick") <= hold_figure("cpu_ms_per_tick"));
     let png = std::fs::File::open(out_dir.join("chart.png")).expect("chart.png");
     let info = png::Decoder::new(png).read_info().expect("a PNG").info().clone();
-    assert_eq!((info.width, info.height), (1600, 1200));
+    assert_eq!((info.width, info.height), (1600, 1600));
     let summary = std::fs::read_to_string(out_dir.join("summary.txt")).expect("summary.txt");
     for name in [
         "loop_p99_ms",
