@@ -513,6 +513,9 @@ impl UniformGrid {
     }
 }
 
+/// Rings of cells `d2_holding` grows a grid's square by at most.
+const D2_HOLDING_RINGS_MAX: i32 = 16;
+
 /// A squared distance from (x, y) within which at least `count` items of `grids` lie,
 /// found from cell counts alone, or `None` when none is found within `radius_mm`. Each
 /// grid's squares of cells grow ring by ring around (x, y), taken in the order of their
@@ -526,6 +529,11 @@ pub(crate) fn d2_holding(
     radius_mm: i32,
     count: usize,
 ) -> Option<u64> {
+    // Too few items anywhere: no square can hold `count`, and the search would walk every
+    // ring out to the radius for nothing (quadratic in it on a small-celled world).
+    if grids[0].order.len() + grids[1].order.len() < count {
+        return None;
+    }
     let r2 = (radius_mm as u64).pow(2);
     let mut ring = [0i32; 2];
     let mut held = [0usize; 2];
@@ -550,7 +558,8 @@ pub(crate) fn d2_holding(
         };
         held[g] = items;
         ring[g] += 1;
-        done[g] = covers_all;
+        // A square of many rings costs as much to count as the scan it would save.
+        done[g] = covers_all || ring[g] > D2_HOLDING_RINGS_MAX;
         if held[0] + held[1] >= count {
             return Some(d2);
         }
