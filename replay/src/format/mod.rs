@@ -57,7 +57,7 @@
 //! checkpoint of tick T comes right after the block ending at T, a bookmark of tick T
 //! comes after the block holding T, and the end record is last.
 //!
-//! Format versions: 1 has no bookmarks; 2 adds them; 3 packs the inputs (a third of the
+//! Format versions: 1 has no bookmarks; 2 adds them; 3 packs the inputs (37% of the
 //! block bytes of 1,000 scripted clients). This build writes 3 and reads all three.
 
 mod layout;
@@ -97,11 +97,13 @@ pub const BLOCK_TICKS_MAX: u32 = 1 << 16;
 /// Bytes of roots a block stores per tick: the state root, then the snapshots root.
 const ROOTS_BYTES_PER_TICK: usize = 64;
 const ZSTD_LEVEL: i32 = 3;
-/// Checkpoints compress at a higher level: on the writer's thread, once per checkpoint
-/// interval. A 1,000-client checkpoint (6.9 MB) is 1.12 MB at level 3 in 41 ms and
-/// 0.66 MB at 7 in 99 ms (zstd's own CLI on the raw checkpoint); 9 saves another 13% for
-/// 35% more time, which a live server's cores are better kept for.
-const CHECKPOINT_ZSTD_LEVEL: i32 = 7;
+/// Checkpoints compress at the blocks' level. A higher one was measured and left: a
+/// 1,000-client checkpoint (6.9 MB) is 1.12 MB at level 3 in 41 ms and 0.66 MB at 7 in
+/// 99 ms (zstd's own CLI on the raw checkpoint), but the live recorder's thread shares two
+/// cores with the shards, and a 1,000-bot hold recorded at level 7 had more slow seconds
+/// (44 over 12 ms of 121, against 29) on a machine too noisy to pin it on the level.
+/// Raising it waits for the recorder thread's priority to be settled by measurement.
+const CHECKPOINT_ZSTD_LEVEL: i32 = ZSTD_LEVEL;
 
 /// Record kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
