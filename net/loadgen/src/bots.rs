@@ -313,7 +313,7 @@ async fn bot(
             Some(d) if !bot.stats.stalled => (Instant::now() + d).min(end),
             _ => end,
         };
-        let Some(ws) = bot.open(reclaiming).await else {
+        let Some(ws) = bot.open_retrying(reclaiming, end).await else {
             bot.stats.connect_failed = true;
             break;
         };
@@ -346,6 +346,9 @@ async fn bot(
     bot.live.gone.store(true, Relaxed);
     bot.stats
 }
+
+/// Tries a bot makes to open a session (fleet join and connect) before it gives up.
+const OPEN_TRIES: u32 = 5;
 
 type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -401,6 +404,22 @@ enum Flow {
 impl Bot<'_> {
     /// Connects (asking the fleet where, when there is one) and sends HELLO (unless the
     /// bots only hold connections): a reclaim with the bot's token when `reclaiming`.
+    /// `open`, tried again as a client would: a server that just died can still be the
+    /// fleet's answer until the fleet has seen it exit, and its address then refuses the
+    /// connection. Up to `OPEN_TRIES` tries, 200 ms more apart each time, before `end`.
+    async fn open_retrying(&mut self, reclaiming: bool, end: Instant) -> Option<Ws> {
+        for attempt in 1..=OPEN_TRIES {
+            if let Some(ws) = self.open(reclaiming).await {
+                return Some(ws);
+            }
+            if attempt == OPEN_TRIES || Instant::now() >= end {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200) * attempt).await;
+        }
+        None
+    }
+
     async fn open(&mut self, reclaiming: bool) -> Option<Ws> {
         let url = match &self.options.fleet {
             Some(f) => fleet_join(f).await?,
