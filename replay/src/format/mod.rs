@@ -96,14 +96,13 @@ pub const RECORD_PAYLOAD_BYTES_MAX: u32 = 256 << 20;
 pub const BLOCK_TICKS_MAX: u32 = 1 << 16;
 /// Bytes of roots a block stores per tick: the state root, then the snapshots root.
 const ROOTS_BYTES_PER_TICK: usize = 64;
-const ZSTD_LEVEL: i32 = 3;
-/// Checkpoints compress at the blocks' level. A higher one was measured and left: a
+/// Blocks and checkpoints alike. A higher level for checkpoints was measured and left: a
 /// 1,000-client checkpoint (6.9 MB) is 1.12 MB at level 3 in 41 ms and 0.66 MB at 7 in
 /// 99 ms (zstd's own CLI on the raw checkpoint), but the live recorder's thread shares two
 /// cores with the shards, and a 1,000-bot hold recorded at level 7 had more slow seconds
 /// (44 over 12 ms of 121, against 29) on a machine too noisy to pin it on the level.
 /// Raising it waits for the recorder thread's priority to be settled by measurement.
-const CHECKPOINT_ZSTD_LEVEL: i32 = ZSTD_LEVEL;
+const ZSTD_LEVEL: i32 = 3;
 
 /// Record kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

@@ -9,8 +9,8 @@ use rkyv::rancor;
 
 use super::layout::{encode_bookmark, FileHeader, RecordHeader, FILE_HEADER_BYTES, RECORD_HEADER_BYTES};
 use super::{
-    Bookmark, Chain, RecordKind, RecordingMeta, BLOCK_TICKS_MAX, BOOKMARK_NOTE_BYTES_MAX,
-    CHECKPOINT_ZSTD_LEVEL, FORMAT_VERSION, ROOTS_BYTES_PER_TICK, ZSTD_LEVEL,
+    Bookmark, Chain, RecordKind, RecordingMeta, BLOCK_TICKS_MAX, BOOKMARK_NOTE_BYTES_MAX, FORMAT_VERSION,
+    ROOTS_BYTES_PER_TICK, ZSTD_LEVEL,
 };
 
 /// How the writer buffers and flushes.
@@ -301,7 +301,7 @@ impl<W: Durable> RecordingWriter<W> {
     }
 
     fn write_checkpoint_bytes(&mut self, tick: u32, bytes: &[u8]) -> io::Result<()> {
-        let compressed = zstd::bulk::compress(bytes, CHECKPOINT_ZSTD_LEVEL)?;
+        let compressed = zstd::bulk::compress(bytes, ZSTD_LEVEL)?;
         self.write_record(RecordKind::Checkpoint, tick, 0, &[&compressed])?;
         self.last_checkpoint_tick = Some(tick);
         self.out.flush()
