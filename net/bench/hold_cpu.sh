@@ -7,7 +7,8 @@
 # of the soak's per-second loop p50/p99 and CPU series. Run binaries alternately (before,
 # after, before, after): the machine is shared and runs differ by 10 %.
 # Environment: SERVER_CONFIG=FILE (default net/bench/soak-server.toml); REC_DIR=DIR records
-# the session there (default: no recording); IO_NICE=N renices the server's I/O threads.
+# the session there (default: no recording); IO_NICE=N renices the server's I/O threads;
+# BOTS_ARGS="..." adds arguments to the bots (e.g. --reply-after-percent 0).
 # `perf` records a profile to hold-cpu-perf.data, `trace` counts syscalls into
 # hold-cpu-trace.txt (tracing slows the server: use its counts only).
 set -u
@@ -21,7 +22,7 @@ URL=$(grep -o "ws://[^ ]*" $OUT/out.txt)
 if [ -n "${IO_NICE:-}" ]; then
   for t in /proc/$SP/task/*; do grep -q migratory-io $t/comm && renice -n $IO_NICE -p $(basename $t) > /dev/null; done
 fi
-$BOTS soak --url "$URL" --out $OUT/soak --steps 1000 --step-seconds 20 --hold-seconds 30 --tasks 2 > $OUT/soak.txt 2>&1 &
+$BOTS soak --url "$URL" --out $OUT/soak --steps 1000 --step-seconds 20 --hold-seconds 30 --tasks 2 ${BOTS_ARGS:-} > $OUT/soak.txt 2>&1 &
 BP=$!
 sleep 28
 read U0 S0 <<< $(awk '{print $14, $15}' /proc/$SP/stat)
@@ -40,7 +41,8 @@ SERIES=$(python3 -c "
 import json, statistics as st
 m = json.load(open('$OUT/soak/metrics.json'))
 h = [x for x in m['series'] if x['phase'] == 'hold']
-print('loop p50 %.2f p99 %.2f cpu %.2f (medians per second)' % tuple(st.median(x[k] for x in h) for k in ('loop_p50_ms', 'loop_p99_ms', 'cpu_ms_per_tick')))")
+med = lambda k: st.median(x[k] for x in h if x.get(k) is not None) if any(x.get(k) is not None for x in h) else float('nan')
+print('loop p50 %.2f p99 %.2f cpu %.2f, segments out %.0f (pure ACKs %.0f) in %.0f per tick (medians per second)' % tuple(med(k) for k in ('loop_p50_ms', 'loop_p99_ms', 'cpu_ms_per_tick', 'segments_out_per_tick', 'pure_acks_out_per_tick', 'segments_in_per_tick')))")
 python3 -c "print('$(basename $SRV): user %.2f sys %.2f ms per tick, bots %.2f s CPU in 20 s' % (($U1-$U0)*1000/$HZ/1200, ($S1-$S0)*1000/$HZ/1200, ($B1-$B0)/$HZ))"
 echo "$SERIES | $(grep -h RTT $OUT/soak/summary.txt)"
 rm -rf $OUT

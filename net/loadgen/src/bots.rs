@@ -1,8 +1,9 @@
 //! The bots behind `migratory-bots`: WebSocket clients that play like players (see
 //! `behaviour`), decode every snapshot with the kernel's decoder, and count what they get.
 //!
-//! Each bot sends HELLO, and then for each snapshot it decodes one INPUT (steering by its
-//! own decoded position) and one ACK, and a PING every `ping_interval`. `run` is the plain
+//! Each bot sends HELLO, and then for each snapshot it decodes one INPUT_ACK (steering by
+//! its own decoded position, and the snapshot's ACK) half a snapshot interval later
+//! (`reply_after_percent`), and a PING every `ping_interval`. `run` is the plain
 //! load run (a fixed number of bots for a fixed time); `soak` ramps bots in steps and
 //! samples every second while they play.
 
@@ -22,6 +23,10 @@ use migratory_wire::protocol::{
 
 use crate::behaviour::{BotMix, Brain, Role};
 
+/// Half the snapshot interval: 25 ms at 20 snapshots a second, inside Linux's 40 ms
+/// delayed-ACK timer whichever way the tick loop's jitter moves the next snapshot.
+pub const REPLY_AFTER_PERCENT_DEFAULT: u32 = 50;
+
 /// What the bots do.
 #[derive(Clone, Debug)]
 pub struct BotOptions {
@@ -32,6 +37,11 @@ pub struct BotOptions {
     /// Runtime threads the bots share.
     pub tasks: u32,
     pub ping_interval: Duration,
+    /// A bot answers a snapshot this far (percent) into the snapshot interval, not at
+    /// once. The server's delayed ACK (40 ms on Linux) then rides on the next snapshot
+    /// instead of going out as a segment of its own: answered at once, a reply arrives
+    /// 50 ms before the next snapshot and costs the server a pure ACK. 0 answers at once.
+    pub reply_after_percent: u32,
     /// Connections are opened evenly over this time, so a join burst does not skew the start.
     pub connect_spread: Duration,
     pub seed: u64,
@@ -68,6 +78,7 @@ impl Default for BotOptions {
             duration: Duration::from_secs(10),
             tasks: 2,
             ping_interval: Duration::from_secs(1),
+            reply_after_percent: REPLY_AFTER_PERCENT_DEFAULT,
             connect_spread: Duration::from_secs(1),
             seed: 1,
             hello: true,
@@ -388,6 +399,10 @@ struct Session {
     /// Set on a reclaim: the previous session's last snapshot, until the first one here.
     paused_since: Option<Instant>,
     interval_ticks: u32,
+    /// The snapshot interval in time (from WELCOME), which paces the replies.
+    interval: Duration,
+    /// The answer to the newest snapshot (an INPUT_ACK) and when it goes out.
+    reply: Option<(Instant, Vec<u8>)>,
     last_tick: Option<u32>,
     decoder: ClientDecoder,
     brain: Option<Brain>,
@@ -468,6 +483,8 @@ impl Bot<'_> {
             last_snapshot_at: None,
             paused_since,
             interval_ticks: 1,
+            interval: Duration::ZERO,
+            reply: None,
             last_tick: None,
             decoder,
             brain: None,
@@ -491,6 +508,13 @@ impl Bot<'_> {
                     };
                     if let Flow::Stop = self.on_message(&mut ws, &mut session, &data).await {
                         break SessionEnd::Lost;
+                    }
+                }
+                _ = sleep_until_reply(&session.reply), if session.reply.is_some() => {
+                    if let Some((_, reply)) = session.reply.take() {
+                        if ws.send(Message::Binary(reply.into())).await.is_err() {
+                            break SessionEnd::Lost;
+                        }
                     }
                 }
                 _ = ping.tick(), if session.joined_at.is_some() && !self.stats.stalled => {
@@ -525,6 +549,9 @@ impl Bot<'_> {
                 self.live.joined.store(true, Relaxed);
                 session.joined_at = Some(Instant::now());
                 session.interval_ticks = u32::from(w.snapshot_interval_ticks).max(1);
+                session.interval = Duration::from_micros(
+                    u64::from(session.interval_ticks) * 1_000_000 / u64::from(w.tick_rate_hz.max(1)),
+                );
                 session.avatar_id = w.avatar_id;
                 let o = self.options;
                 session.brain = Some(Brain::new(self.index, o.seed, o.mix, w.world_size_mm, &w.world));
@@ -552,7 +579,7 @@ impl Bot<'_> {
         }
     }
 
-    /// Counts and decodes a snapshot, then answers it with one INPUT and its ACK.
+    /// Counts and decodes a snapshot, then answers it with one INPUT_ACK (at once, or paced).
     async fn on_snapshot(
         &mut self,
         ws: &mut Ws,
@@ -601,18 +628,26 @@ impl Bot<'_> {
         let Some(brain) = session.brain.as_mut() else {
             return Flow::Continue;
         };
-        let input = protocol::encode_input(&brain.steer(session.position, now_ms));
-        // Both go out in one write (feed, then send flushes): one TCP segment and one
-        // wake-up of the server's reader instead of two.
-        if ws.feed(Message::Binary(input.into())).await.is_err()
-            || ws
-                .send(Message::Binary(protocol::encode_ack(tick).into()))
-                .await
-                .is_err()
-        {
-            return Flow::Stop;
+        // One INPUT_ACK: the steering and the ACK of this snapshot in one message.
+        let reply = protocol::encode_input_ack(&brain.steer(session.position, now_ms), tick);
+        let delay = session.interval * self.options.reply_after_percent.min(100) / 100;
+        if delay.is_zero() {
+            if ws.send(Message::Binary(reply.into())).await.is_err() {
+                return Flow::Stop;
+            }
+        } else {
+            // A reply still waiting is superseded: the newer ACK and steering say more.
+            session.reply = Some((now + delay, reply));
         }
         Flow::Continue
+    }
+}
+
+/// Waits until the pending reply is due (forever when there is none; the caller guards).
+async fn sleep_until_reply(reply: &Option<(Instant, Vec<u8>)>) {
+    match reply {
+        Some((at, _)) => tokio::time::sleep_until(*at).await,
+        None => std::future::pending().await,
     }
 }
 

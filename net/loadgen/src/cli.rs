@@ -1,6 +1,6 @@
 //! `migratory-bots`: a load generator. N WebSocket bots join a running `migratory-server`
-//! and play (walkers, town bots, hunters), decoding every snapshot, sending one INPUT and
-//! one ACK per snapshot and a PING a second, then print one JSON line: joins, snapshots,
+//! and play (walkers, town bots, hunters), decoding every snapshot, sending one INPUT_ACK
+//! per snapshot and a PING a second, then print one JSON line: joins, snapshots,
 //! bytes/s per client (mean, p95), RTT (p50, p99), drops, decode errors, and, when the
 //! server's `/metrics` is reachable, its tick loop figures.
 //!
@@ -55,6 +55,11 @@ struct Args {
     /// Seconds between PINGs per bot.
     #[arg(long, global = true, default_value_t = 1.0)]
     ping_seconds: f64,
+    /// Answer each snapshot this far (percent) into the snapshot interval; 0 answers at
+    /// once. Half an interval lets the server's delayed ACK ride on its next snapshot.
+    #[arg(long, global = true, default_value_t = crate::bots::REPLY_AFTER_PERCENT_DEFAULT,
+          value_parser = clap::value_parser!(u32).range(0..=100))]
+    reply_after_percent: u32,
     /// Spread the connects over this many seconds.
     #[arg(long, global = true, default_value_t = 1.0)]
     connect_spread_seconds: f64,
@@ -140,6 +145,7 @@ fn run() -> anyhow::Result<std::process::ExitCode> {
         duration: seconds("seconds", args.seconds)?,
         tasks: args.tasks.max(1),
         ping_interval: seconds("ping-seconds", args.ping_seconds.max(0.001))?,
+        reply_after_percent: args.reply_after_percent,
         connect_spread: seconds("connect-spread-seconds", args.connect_spread_seconds)?,
         seed: args.seed,
         hello: !args.no_hello,

@@ -348,6 +348,7 @@ where
                 Ok(ClientMessage::Hello { name, options, .. }) => return Ok((name.to_string(), options)),
                 Ok(ClientMessage::Ping { nonce }) => self.pong(nonce).await?,
                 Ok(ClientMessage::Input(_)) => return Err(self.policy("INPUT before HELLO")),
+                Ok(ClientMessage::InputAck { .. }) => return Err(self.policy("INPUT_ACK before HELLO")),
                 Ok(ClientMessage::Camera(_)) => return Err(self.policy("CAMERA before HELLO")),
                 Ok(ClientMessage::Ack { .. }) => return Err(self.policy("ACK before HELLO")),
                 Ok(ClientMessage::Bookmark { .. }) => return Err(self.policy("BOOKMARK before HELLO")),
@@ -419,6 +420,24 @@ where
                     client,
                     connection,
                     input: m,
+                    ack: None,
+                }
+            }
+            // A stale INPUT inside is dropped as any stale INPUT is; its ACK still counts.
+            Ok(ClientMessage::InputAck { input, tick }) => {
+                if self.in_sequence(input.seq) {
+                    NetEvent::Input {
+                        client,
+                        connection,
+                        input,
+                        ack: Some(tick),
+                    }
+                } else {
+                    NetEvent::Ack {
+                        client,
+                        connection,
+                        tick,
+                    }
                 }
             }
             Ok(ClientMessage::Camera(m)) => {

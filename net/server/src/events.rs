@@ -135,10 +135,12 @@ pub enum NetEvent {
     },
     /// INPUT, as the client sent it: the newest steering per tick wins; a cast in any of
     /// them counts. `connection` is the sender's serial: a replaced one's are dropped.
+    /// `ack` is the tick an INPUT_ACK acks, handled as an ACK after the INPUT.
     Input {
         client: u32,
         connection: u64,
         input: InputMsg,
+        ack: Option<u32>,
     },
     /// CAMERA, as the client sent it: the newest camera position per tick wins.
     Camera {

@@ -127,6 +127,10 @@ async fn input_before_hello_closes_with_1008() {
     let (code, reason) = close_after(&server, false, input).await;
     assert_eq!(code, 1008, "{reason}");
     assert!(reason.contains("before HELLO"), "{reason}");
+    let input_ack = protocol::encode_input_ack(&InputMsg::default(), 0);
+    let (code, reason) = close_after(&server, false, input_ack).await;
+    assert_eq!(code, 1008, "{reason}");
+    assert!(reason.contains("INPUT_ACK before HELLO"), "{reason}");
     // And a second HELLO is a state error too.
     let (code, reason) = close_after(
         &server,

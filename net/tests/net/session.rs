@@ -624,6 +624,84 @@ async fn pong_never_names_a_tick_older_than_a_received_snapshot() {
     server.shutdown().await.expect("clean stop");
 }
 
+/// INPUT_ACK is an INPUT and an ACK in one message: the avatar steers by it, the next
+/// snapshots are deltas against the tick it acks, and a stale INPUT inside one is dropped
+/// (and counted) while its ACK still counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_ack_steers_and_acks_in_one_message() {
+    let server = common::start(common::small_config()).await;
+    let (mut ws, welcome) = common::join(&server.ws_url(), "both").await;
+    let mut decoder = migratory_kernel::ClientDecoder::new();
+    // The next snapshot: its tick, its baseline and the avatar's x (mm).
+    async fn next(
+        ws: &mut common::Ws,
+        decoder: &mut migratory_kernel::ClientDecoder,
+        avatar: u32,
+    ) -> (u32, Option<u32>, i64) {
+        read_until(ws, |m| match m {
+            ServerMessage::Snapshot { tick, snapshot } => {
+                let (header, view) = decoder.decode(snapshot).expect("snapshot decodes");
+                let me = view
+                    .iter()
+                    .find(|e| e.id == avatar)
+                    .expect("the avatar is in view");
+                Some((tick, header.baseline_tick, i64::from(me.qx) * 64 + 32))
+            }
+            _ => None,
+        })
+        .await
+    }
+    let steer = |seq, dir_x| InputMsg {
+        seq,
+        dir_x,
+        dir_y: 0,
+        throttle: 100,
+        cast: false,
+    };
+    let avatar = welcome.avatar_id;
+    let (t0, baseline, x0) = next(&mut ws, &mut decoder, avatar).await;
+    assert_eq!(baseline, None, "nothing acked yet, so a full snapshot");
+    common::send(&mut ws, protocol::encode_input_ack(&steer(5, 1000), t0)).await;
+    let mut acked = false;
+    let mut t1 = t0;
+    for _ in 0..20 {
+        let (tick, baseline, _) = next(&mut ws, &mut decoder, avatar).await;
+        t1 = tick;
+        if baseline.is_some() {
+            assert_eq!(baseline, Some(t0), "the delta is against the acked tick");
+            acked = true;
+            break;
+        }
+    }
+    assert!(acked, "no delta against tick {t0} within 20 snapshots");
+    // Seq 5 again: the steering west is stale and dropped, the ACK is taken.
+    let stale_before = server.metrics().inputs_stale_total.load(Relaxed);
+    common::send(&mut ws, protocol::encode_input_ack(&steer(5, -1000), t1)).await;
+    let mut x1 = x0;
+    acked = false;
+    for _ in 0..20 {
+        let (_, baseline, x) = next(&mut ws, &mut decoder, avatar).await;
+        x1 = x;
+        if baseline == Some(t1) {
+            acked = true;
+            break;
+        }
+    }
+    assert!(acked, "the stale INPUT's ACK of tick {t1} was not taken");
+    assert_eq!(
+        server.metrics().inputs_stale_total.load(Relaxed),
+        stale_before + 1
+    );
+    // Still heading east (by the first INPUT_ACK's steering), never turned west.
+    for _ in 0..10 {
+        let (_, _, x) = next(&mut ws, &mut decoder, avatar).await;
+        assert!(x >= x1, "the avatar turned back: x {x1} then {x}");
+        x1 = x;
+    }
+    assert!(x1 > x0, "the avatar did not move east: x {x0} then {x1}");
+    server.shutdown().await.expect("clean stop");
+}
+
 /// Bots that reconnect name the terrain they already have: every reconnect is served
 /// from the cache (no terrain bytes), and the first sessions did get the terrain.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,11 +6,11 @@
 //! now (`MIGRATORY_BLESS=1` rewrites it), so a moved offset cannot leave one side behind.
 
 use migratory_wire::protocol::{
-    ack_layout, camera_layout, client_type, close_code, hello_layout, input_layout, ping_layout, pong_layout,
-    server_type, welcome_layout as welcome, TerrainDelivery, ZoneKind, ACK_BYTES, CAMERA_BYTES,
-    HELLO_FLAG_CACHED_TERRAIN, HELLO_FLAG_KEEPS_BASELINES, HELLO_FLAG_RECLAIM, HELLO_FLAG_SPECTATE,
-    HELLO_FLAG_WANT_TOKEN, INPUT_BYTES, INPUT_FLAG_CAST, NAME_BYTES_MAX, PING_BYTES, PONG_BYTES,
-    PROTOCOL_VERSION, RECONNECT_TOKEN_BYTES, ZONE_SHAPE_CIRCLE,
+    ack_layout, camera_layout, client_type, close_code, hello_layout, input_ack_layout, input_layout,
+    ping_layout, pong_layout, server_type, welcome_layout as welcome, TerrainDelivery, ZoneKind, ACK_BYTES,
+    CAMERA_BYTES, HELLO_FLAG_CACHED_TERRAIN, HELLO_FLAG_KEEPS_BASELINES, HELLO_FLAG_RECLAIM,
+    HELLO_FLAG_SPECTATE, HELLO_FLAG_WANT_TOKEN, INPUT_ACK_BYTES, INPUT_BYTES, INPUT_FLAG_CAST,
+    NAME_BYTES_MAX, PING_BYTES, PONG_BYTES, PROTOCOL_VERSION, RECONNECT_TOKEN_BYTES, ZONE_SHAPE_CIRCLE,
 };
 
 use crate::assets::terrain_layout as terrain;
@@ -50,6 +50,7 @@ pub fn layout_js() -> String {
             ("PING", b(client_type::PING)),
             ("CAMERA", b(client_type::CAMERA)),
             ("BOOKMARK", b(client_type::BOOKMARK)),
+            ("INPUT_ACK", b(client_type::INPUT_ACK)),
         ],
     );
     object(
@@ -107,6 +108,15 @@ pub fn layout_js() -> String {
             ("FLAGS", u(input_layout::FLAGS)),
             ("FLAG_CAST", b(INPUT_FLAG_CAST)),
             ("BYTES", u(INPUT_BYTES)),
+        ],
+    );
+    object(
+        &mut o,
+        "INPUT_ACK: INPUT's fields at INPUT's offsets, then the acked tick.",
+        "INPUT_ACK",
+        &[
+            ("ACK_TICK", u(input_ack_layout::ACK_TICK)),
+            ("BYTES", u(INPUT_ACK_BYTES)),
         ],
     );
     object(

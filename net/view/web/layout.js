@@ -12,6 +12,7 @@ export const CLIENT_TYPE = Object.freeze({
   PING: 19,
   CAMERA: 20,
   BOOKMARK: 21,
+  INPUT_ACK: 22,
 });
 
 /** Server to client message types (byte 0). */
@@ -57,6 +58,12 @@ export const INPUT = Object.freeze({
   FLAGS: 10,
   FLAG_CAST: 1,
   BYTES: 11,
+});
+
+/** INPUT_ACK: INPUT's fields at INPUT's offsets, then the acked tick. */
+export const INPUT_ACK = Object.freeze({
+  ACK_TICK: 11,
+  BYTES: 15,
 });
 
 /** CAMERA: offsets and size. */

@@ -19,7 +19,7 @@ import { camera, canvas, circle, ctx, drawAvatar, drawBackground, drawBoid, flus
 import { drawReplay, pickAt, startReplay } from "./replay.js";
 import { ClientDecoder, KIND_AVATAR } from "./snapshot.js";
 import { CLOSE, VIEWER_TERRAIN } from "./layout.js";
-import { decodeServer, encodeAck, encodeBookmark, encodeCamera, encodeHello, encodeInput, encodePing, ZONE_HUNTING_FIELD, ZONE_TOWN } from "./protocol.js";
+import { decodeServer, encodeAck, encodeBookmark, encodeCamera, encodeHello, encodeInput, encodeInputAck, encodePing, ZONE_HUNTING_FIELD, ZONE_TOWN } from "./protocol.js";
 
 const CLOSE_REASONS = {
   1000: "closed normally",
@@ -67,6 +67,8 @@ const state = {
   terrain: null, // {image (canvas), cells, worldSizeMm, hash}
   lastCastTick: null,
   spectating: false,
+  /** The newest snapshot tick the next INPUT_ACK acks (null: none waiting). */
+  ackDue: null,
   drawMs: [], // how long each of the last 600 frames took to draw
   sentCamera: null, // a spectator's camera as last sent {x_mm, y_mm}: the server's view centre
   reconnectToken: null, // from the newest WELCOME
@@ -77,6 +79,8 @@ window.migratory = state;
 
 let ws = null;
 let seq = 0;
+/** The pending answer to the newest snapshot (`replyLater`). */
+let replyTimer = null;
 const keys = new Set();
 let pointer = null; // {x, y} in CSS pixels while held
 let castRequested = false;
@@ -129,6 +133,7 @@ let joined = null; // {name, spectate} once the player asked to join
 async function connect(name, spectate = false, reclaim = false) {
   joined = { name, spectate };
   state.spectating = spectate;
+  state.ackDue = null;
   setConnection(reclaim ? "reconnecting" : "connecting", reclaim);
   let url;
   try {
@@ -259,7 +264,22 @@ function onSnapshot(bytes) {
     state.latest = { ...r, arrivedMs: performance.now() };
   }
   state.snapshotTimes.push(performance.now());
-  ws.send(encodeAck(r.header.tick));
+  if (state.spectating) ws.send(encodeAck(r.header.tick));
+  else replyLater(r.header.tick);
+}
+
+/** A player answers a snapshot half a snapshot interval later with one INPUT_ACK: its
+ * steering and the ACK in one message, so one TCP segment, and early enough before the
+ * next snapshot that the server's delayed ACK rides on it (net/wire/PROTOCOL.md, ACK). */
+function replyLater(tick) {
+  state.ackDue = tick;
+  if (replyTimer !== null) return;
+  const w = state.welcome;
+  const halfIntervalMs = w ? (500 * w.snapshotIntervalTicks) / w.tickRateHz : 25;
+  replyTimer = setTimeout(() => {
+    replyTimer = null;
+    sendInput();
+  }, halfIntervalMs);
 }
 
 /** The current tick, fractional: the newest snapshot's tick plus time since it came. */
@@ -453,7 +473,10 @@ function sendInput() {
   }
   castRequested = false;
   seq += 1;
-  ws.send(encodeInput(seq, Math.round(dx * scale), Math.round(dy * scale), throttle, cast));
+  const [x, y] = [Math.round(dx * scale), Math.round(dy * scale)];
+  const ack = state.ackDue;
+  state.ackDue = null;
+  ws.send(ack === null ? encodeInput(seq, x, y, throttle, cast) : encodeInputAck(seq, x, y, throttle, cast, ack));
 }
 
 addEventListener("keydown", (e) => {
@@ -549,6 +572,7 @@ pollNames();
 startReplay(state).then((replaying) => { if (replaying) state.fitWorld(); }).catch((e) => console.error(e));
 
 loadTerrain().then(() => state.fitWorld()).catch((e) => console.error(e));
-setInterval(sendInput, 50);
+// A player's INPUT answers each snapshot (replyLater); a spectator's CAMERA goes on a timer.
+setInterval(() => { if (state.spectating) sendInput(); }, 50);
 setInterval(() => { if (ws?.readyState === WebSocket.OPEN) ws.send(encodePing(performance.now() * 1000)); }, 1000);
 requestAnimationFrame(draw);

@@ -1,11 +1,11 @@
 // Protocol 2, the client side, as net/wire/PROTOCOL.md specifies it: the messages a browser
-// sends (HELLO, INPUT, CAMERA, ACK, PING) and the ones it reads (WELCOME, SNAPSHOT, PONG; the
-// terrain messages are recognised and skipped: the viewer draws the terrain from
+// sends (HELLO, INPUT, INPUT_ACK, CAMERA, ACK, PING) and the ones it reads (WELCOME,
+// SNAPSHOT, PONG; the terrain messages are recognised and skipped: the viewer draws the terrain from
 // /viewer/terrain and names its hash in HELLO, so the server sends none).
 
 // Every offset, type code and flag comes from layout.js, which the Rust side generates.
 
-import { ACK, BOOKMARK, CAMERA, CLIENT_TYPE, HELLO, INPUT, PING, PONG, PROTOCOL_VERSION, SERVER_TYPE, WELCOME, ZONE_KIND } from "./layout.js";
+import { ACK, BOOKMARK, CAMERA, CLIENT_TYPE, HELLO, INPUT, INPUT_ACK, PING, PONG, PROTOCOL_VERSION, SERVER_TYPE, WELCOME, ZONE_KIND } from "./layout.js";
 
 export { PROTOCOL_VERSION };
 export const MSG = SERVER_TYPE;
@@ -41,14 +41,27 @@ export function encodeHello(name, terrainHash = null, spectate = false, { wantTo
 /** INPUT: seq, a direction (any length), throttle 0-100, cast. */
 export function encodeInput(seq, dirX, dirY, throttle, cast) {
   const out = new Uint8Array(INPUT.BYTES);
+  putInput(out, CLIENT_TYPE.INPUT, seq, dirX, dirY, throttle, cast);
+  return out;
+}
+
+/** INPUT_ACK: an INPUT and the ACK of `tick` in one message (one TCP segment: a browser
+ * cannot put two WebSocket messages in one write). */
+export function encodeInputAck(seq, dirX, dirY, throttle, cast, tick) {
+  const out = new Uint8Array(INPUT_ACK.BYTES);
+  putInput(out, CLIENT_TYPE.INPUT_ACK, seq, dirX, dirY, throttle, cast);
+  new DataView(out.buffer).setUint32(INPUT_ACK.ACK_TICK, tick >>> 0, true);
+  return out;
+}
+
+function putInput(out, type, seq, dirX, dirY, throttle, cast) {
   const dv = new DataView(out.buffer);
-  out[0] = CLIENT_TYPE.INPUT;
+  out[0] = type;
   dv.setUint32(INPUT.SEQ, seq >>> 0, true);
   dv.setInt16(INPUT.DIR_X, dirX, true);
   dv.setInt16(INPUT.DIR_Y, dirY, true);
   out[INPUT.THROTTLE] = throttle;
   out[INPUT.FLAGS] = cast ? INPUT.FLAG_CAST : 0;
-  return out;
 }
 
 /** BOOKMARK: "something is wrong here", with a note (UTF-8, cut at a character boundary

@@ -96,6 +96,14 @@ impl TickClient {
         self.kernel_seq
     }
 
+    /// Keeps the newest acked tick for the next step; true when this is the first ACK
+    /// since WELCOME carried a new token: an ACK names a snapshot, which only follows
+    /// WELCOME, so the client has its new token and the one its reclaim used is dead.
+    pub fn note_ack(&mut self, tick: u32) -> bool {
+        self.pending_ack = Some(self.pending_ack.map_or(tick, |t| t.max(tick)));
+        std::mem::take(&mut self.token_unconfirmed)
+    }
+
     /// The steer that stops `client`'s avatar where it is (throttle 0).
     pub fn stop(&mut self, client: u32) -> Input {
         Input::Steer {

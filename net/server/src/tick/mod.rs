@@ -329,10 +329,14 @@ impl TickLoop {
                     client,
                     connection,
                     input,
+                    ack,
                 } => {
                     if let Some(c) = self.current(client, connection) {
                         c.pending_cast |= input.cast;
                         c.pending_steer = Some(input);
+                        if ack.is_some_and(|tick| c.note_ack(tick)) {
+                            self.tokens.confirm(client);
+                        }
                     }
                 }
                 NetEvent::Bookmark {
@@ -361,13 +365,8 @@ impl TickLoop {
                     connection,
                     tick,
                 } => {
-                    if let Some(c) = self.current(client, connection) {
-                        c.pending_ack = Some(c.pending_ack.map_or(tick, |t| t.max(tick)));
-                        // An ACK names a snapshot, which only follows WELCOME: the client
-                        // has its new token, so the one its reclaim used is dead now.
-                        if std::mem::take(&mut c.token_unconfirmed) {
-                            self.tokens.confirm(client);
-                        }
+                    if self.current(client, connection).is_some_and(|c| c.note_ack(tick)) {
+                        self.tokens.confirm(client);
                     }
                 }
                 NetEvent::Gone { shared } => self.on_gone(&shared),

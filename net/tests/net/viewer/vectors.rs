@@ -202,6 +202,8 @@ pub(super) fn protocol() -> Value {
             cast,
         };
         client.push(json!({ "what": "input", "seq": seq, "dir_x": dir_x, "dir_y": dir_y, "throttle": throttle, "cast": cast, "hex": hex(&p::encode_input(&m)) }));
+        let tick = seq.wrapping_mul(3);
+        client.push(json!({ "what": "input_ack", "seq": seq, "dir_x": dir_x, "dir_y": dir_y, "throttle": throttle, "cast": cast, "tick": tick, "hex": hex(&p::encode_input_ack(&m, tick)) }));
     }
     for tick in [0u32, 100, u32::MAX] {
         client.push(json!({ "what": "ack", "tick": tick, "hex": hex(&p::encode_ack(tick)) }));

@@ -32,6 +32,9 @@ try {
   await page.keyboard.up("KeyD");
   const x1 = await page.evaluate(() => window.migratory.own.x_mm);
   check(x1 - x0 > 2000, `steering east moves the avatar (${Math.round(x0)} -> ${Math.round(x1)} mm)`);
+  // The page acks inside its INPUT_ACKs: the server answers with deltas.
+  const head = await page.evaluate(() => window.migratory.latest.header);
+  check(head.baselineTick !== null && head.baselineTick < head.tick, `snapshots are deltas against acked ticks (tick ${head.tick}, baseline ${head.baselineTick})`);
   const hud = await page.evaluate(() => ({
     tick: document.getElementById("tick").textContent,
     rate: document.getElementById("rate").textContent,

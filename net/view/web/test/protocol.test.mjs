@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { decodeServer, encodeAck, encodeCamera, encodeHello, encodeInput, encodePing } from "../protocol.js";
+import { decodeServer, encodeAck, encodeCamera, encodeHello, encodeInput, encodeInputAck, encodePing } from "../protocol.js";
 
 const vectors = JSON.parse(readFileSync(new URL("./vectors/protocol.json", import.meta.url)));
 const bytes = (hex) => Uint8Array.from(hex.match(/../g) ?? [], (h) => parseInt(h, 16));
@@ -21,11 +21,12 @@ test("client messages are byte for byte the Rust ones", () => {
     }
     else if (v.what === "camera") got = encodeCamera(v.seq, v.x_mm, v.y_mm);
     else if (v.what === "input") got = encodeInput(v.seq, v.dir_x, v.dir_y, v.throttle, v.cast);
+    else if (v.what === "input_ack") got = encodeInputAck(v.seq, v.dir_x, v.dir_y, v.throttle, v.cast, v.tick);
     else if (v.what === "ack") got = encodeAck(v.tick);
     else if (v.what === "ping") got = encodePing(v.nonce);
     assert.equal(hex(got), v.hex, JSON.stringify(v));
   }
-  assert.equal(vectors.client.length, 19);
+  assert.equal(vectors.client.length, 21);
 });
 
 test("server messages decode to the Rust fields", () => {

@@ -1,4 +1,4 @@
-//! A client's side of the protocol: encoding HELLO, INPUT, CAMERA, ACK and PING, and decoding
+//! A client's side of the protocol: encoding HELLO, INPUT, INPUT_ACK, CAMERA, ACK and PING, and decoding
 //! what the server sends. Used by the bots and the tests; nothing in the server uses it.
 
 use thiserror::Error;
@@ -8,8 +8,8 @@ use super::{
     TerrainDelivery, Welcome, WireTerrainDescriptor, WireZone, WorldFacts, ZoneKind, ACK_BYTES,
     BOOKMARK_HEADER_BYTES, BOOKMARK_NOTE_BYTES_MAX, CAMERA_BYTES, HELLO_FLAG_CACHED_TERRAIN,
     HELLO_FLAG_KEEPS_BASELINES, HELLO_FLAG_RECLAIM, HELLO_FLAG_SPECTATE, HELLO_FLAG_WANT_TOKEN,
-    HELLO_HEADER_BYTES, INPUT_BYTES, INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES, RECONNECT_TOKEN_BYTES,
-    ZONE_SHAPE_CIRCLE,
+    HELLO_HEADER_BYTES, INPUT_ACK_BYTES, INPUT_BYTES, INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES,
+    RECONNECT_TOKEN_BYTES, ZONE_SHAPE_CIRCLE,
 };
 
 /// HELLO, naming the content hash of a terrain the client has cached, if any (the server
@@ -75,13 +75,26 @@ pub fn encode_hello_with(version: u16, name: &str, o: &HelloOptions) -> Vec<u8> 
 
 pub fn encode_input(m: &InputMsg) -> Vec<u8> {
     let mut b = Vec::with_capacity(INPUT_BYTES);
-    b.push(client_type::INPUT);
+    put_input(&mut b, client_type::INPUT, m);
+    b
+}
+
+/// INPUT_ACK: the INPUT `m` and the ACK of `tick` in one message.
+pub fn encode_input_ack(m: &InputMsg, tick: u32) -> Vec<u8> {
+    let mut b = Vec::with_capacity(INPUT_ACK_BYTES);
+    put_input(&mut b, client_type::INPUT_ACK, m);
+    b.extend_from_slice(&tick.to_le_bytes());
+    b
+}
+
+/// The type byte and INPUT's fields, in order.
+fn put_input(b: &mut Vec<u8>, kind: u8, m: &InputMsg) {
+    b.push(kind);
     b.extend_from_slice(&m.seq.to_le_bytes());
     b.extend_from_slice(&m.dir_x.to_le_bytes());
     b.extend_from_slice(&m.dir_y.to_le_bytes());
     b.push(m.throttle);
     b.push(if m.cast { INPUT_FLAG_CAST } else { 0 });
-    b
 }
 
 /// BOOKMARK with `note` (at most `BOOKMARK_NOTE_BYTES_MAX` bytes; longer is cut at a

@@ -14,7 +14,7 @@ mod server;
 
 pub use client::{
     decode_server, encode_ack, encode_bookmark, encode_camera, encode_hello, encode_hello_spectating,
-    encode_hello_with, encode_input, encode_ping, ServerMessage, ServerMessageError,
+    encode_hello_with, encode_input, encode_input_ack, encode_ping, ServerMessage, ServerMessageError,
 };
 pub use name::name_is_acceptable;
 pub use server::{decode_client, encode_pong, encode_snapshot, encode_welcome};
@@ -35,6 +35,9 @@ pub mod client_type {
     /// "Something is wrong here": a note the server records with the tick (additive in
     /// protocol 2; a server without it closes with 1002).
     pub const BOOKMARK: u8 = 0x15;
+    /// An INPUT and an ACK in one message (additive in protocol 2; a server without it
+    /// closes with 1002): one message per snapshot for a client that cannot batch writes.
+    pub const INPUT_ACK: u8 = 0x16;
 }
 
 /// Server → client message types.
@@ -103,6 +106,8 @@ pub const HELLO_FLAGS_KNOWN: u8 = HELLO_FLAG_CACHED_TERRAIN
 /// A reconnect token's length: 128 random bits.
 pub const RECONNECT_TOKEN_BYTES: usize = 16;
 pub const INPUT_BYTES: usize = 11;
+/// INPUT_ACK: INPUT's fields at INPUT's offsets, then the acked tick.
+pub const INPUT_ACK_BYTES: usize = 15;
 pub const CAMERA_BYTES: usize = 13;
 pub const ACK_BYTES: usize = 5;
 pub const PING_BYTES: usize = 9;
@@ -134,6 +139,12 @@ pub mod input_layout {
     pub const FLAGS: usize = 10;
     const _: () = assert!(SEQ + 4 == DIR_X && DIR_X + 2 == DIR_Y && DIR_Y + 2 == THROTTLE);
     const _: () = assert!(THROTTLE + 1 == FLAGS && FLAGS + 1 == super::INPUT_BYTES);
+}
+
+/// INPUT_ACK: `input_layout`'s fields at the same offsets, then ACK's tick.
+pub mod input_ack_layout {
+    pub const ACK_TICK: usize = super::INPUT_BYTES;
+    const _: () = assert!(ACK_TICK + 4 == super::INPUT_ACK_BYTES);
 }
 
 pub mod camera_layout {
@@ -319,6 +330,11 @@ pub enum ClientMessage<'a> {
         options: HelloOptions,
     },
     Input(InputMsg),
+    /// INPUT_ACK: handled as the INPUT, then the ACK.
+    InputAck {
+        input: InputMsg,
+        tick: u32,
+    },
     Camera(CameraMsg),
     Ack {
         tick: u32,
@@ -587,6 +603,13 @@ mod tests {
         };
         assert_eq!(decode_client(&encode_input(&m)), Ok(ClientMessage::Input(m)));
         assert_eq!(
+            decode_client(&encode_input_ack(&m, u32::MAX - 1)),
+            Ok(ClientMessage::InputAck {
+                input: m,
+                tick: u32::MAX - 1
+            })
+        );
+        assert_eq!(
             decode_client(&encode_ack(99)),
             Ok(ClientMessage::Ack { tick: 99 })
         );
@@ -615,6 +638,10 @@ mod tests {
         assert_eq!(
             encode_input(&m),
             [0x11, 0x07, 0x00, 0x00, 0x00, 0xd4, 0xfe, 0x0c, 0x00, 0x64, 0x01]
+        );
+        assert_eq!(
+            encode_input_ack(&m, 300),
+            [0x16, 0x07, 0x00, 0x00, 0x00, 0xd4, 0xfe, 0x0c, 0x00, 0x64, 0x01, 0x2c, 0x01, 0x00, 0x00]
         );
         assert_eq!(
             encode_hello_spectating(2, "eye", None),
@@ -715,6 +742,27 @@ mod tests {
             Err(ProtocolError::ReservedFlags {
                 kind: "INPUT",
                 flags: 0x80
+            })
+        );
+        // INPUT_ACK is INPUT's layout and rules with the tick after: an INPUT's length is
+        // short for it, and its flags are checked as INPUT's are.
+        let mut as_input_ack = encode_input(&InputMsg::default());
+        as_input_ack[0] = client_type::INPUT_ACK;
+        assert!(matches!(
+            decode_client(&as_input_ack),
+            Err(ProtocolError::BadLength {
+                kind: "INPUT_ACK",
+                expected: INPUT_ACK_BYTES,
+                actual: INPUT_BYTES
+            })
+        ));
+        let mut flags = encode_input_ack(&InputMsg::default(), 1);
+        flags[10] = 0x02;
+        assert_eq!(
+            decode_client(&flags),
+            Err(ProtocolError::ReservedFlags {
+                kind: "INPUT_ACK",
+                flags: 0x02
             })
         );
         assert_eq!(

@@ -1,14 +1,16 @@
 //! The server's side of the protocol: decoding what clients send, encoding WELCOME,
 //! SNAPSHOT and PONG.
 
-use super::{ack_layout, camera_layout, hello_layout, input_layout, ping_layout, pong_layout};
+use super::{
+    ack_layout, camera_layout, hello_layout, input_ack_layout, input_layout, ping_layout, pong_layout,
+};
 use super::{
     client_type, exact, server_type, u16_at, u32_at, u64_at, welcome_bytes, CameraMsg, ClientMessage,
     HelloOptions, InputMsg, ProtocolError, Reclaim, Welcome, ACK_BYTES, BOOKMARK_HEADER_BYTES,
     BOOKMARK_NOTE_BYTES_MAX, CAMERA_BYTES, HELLO_FLAGS_KNOWN, HELLO_FLAG_CACHED_TERRAIN,
     HELLO_FLAG_KEEPS_BASELINES, HELLO_FLAG_RECLAIM, HELLO_FLAG_SPECTATE, HELLO_FLAG_WANT_TOKEN,
-    HELLO_HEADER_BYTES, INPUT_BYTES, INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES, PROTOCOL_VERSION,
-    RECONNECT_TOKEN_BYTES, ZONE_SHAPE_CIRCLE,
+    HELLO_HEADER_BYTES, INPUT_ACK_BYTES, INPUT_BYTES, INPUT_FLAG_CAST, PING_BYTES, PONG_BYTES,
+    PROTOCOL_VERSION, RECONNECT_TOKEN_BYTES, ZONE_SHAPE_CIRCLE,
 };
 
 /// Decodes one client message. Lengths are exact: a short or long message is an error.
@@ -86,17 +88,14 @@ pub fn decode_client(msg: &[u8]) -> Result<ClientMessage<'_>, ProtocolError> {
         }
         client_type::INPUT => {
             exact("INPUT", msg, INPUT_BYTES)?;
-            let flags = msg[input_layout::FLAGS];
-            if flags & !INPUT_FLAG_CAST != 0 {
-                return Err(ProtocolError::ReservedFlags { kind: "INPUT", flags });
-            }
-            Ok(ClientMessage::Input(InputMsg {
-                seq: u32_at(msg, input_layout::SEQ),
-                dir_x: u16_at(msg, input_layout::DIR_X) as i16,
-                dir_y: u16_at(msg, input_layout::DIR_Y) as i16,
-                throttle: msg[input_layout::THROTTLE],
-                cast: flags & INPUT_FLAG_CAST != 0,
-            }))
+            Ok(ClientMessage::Input(input_fields("INPUT", msg)?))
+        }
+        client_type::INPUT_ACK => {
+            exact("INPUT_ACK", msg, INPUT_ACK_BYTES)?;
+            Ok(ClientMessage::InputAck {
+                input: input_fields("INPUT_ACK", msg)?,
+                tick: u32_at(msg, input_ack_layout::ACK_TICK),
+            })
         }
         client_type::BOOKMARK => {
             let len = *msg.get(1).ok_or(ProtocolError::BadLength {
@@ -134,6 +133,22 @@ pub fn decode_client(msg: &[u8]) -> Result<ClientMessage<'_>, ProtocolError> {
         }
         other => Err(ProtocolError::UnknownType(other)),
     }
+}
+
+/// INPUT's fields (at `input_layout`'s offsets) of an INPUT or INPUT_ACK whose length
+/// was checked.
+fn input_fields(kind: &'static str, msg: &[u8]) -> Result<InputMsg, ProtocolError> {
+    let flags = msg[input_layout::FLAGS];
+    if flags & !INPUT_FLAG_CAST != 0 {
+        return Err(ProtocolError::ReservedFlags { kind, flags });
+    }
+    Ok(InputMsg {
+        seq: u32_at(msg, input_layout::SEQ),
+        dir_x: u16_at(msg, input_layout::DIR_X) as i16,
+        dir_y: u16_at(msg, input_layout::DIR_Y) as i16,
+        throttle: msg[input_layout::THROTTLE],
+        cast: flags & INPUT_FLAG_CAST != 0,
+    })
 }
 
 /// WELCOME, laid out as `net/wire/PROTOCOL.md` gives it (offsets in `welcome_layout`),
