@@ -44,7 +44,7 @@ fn arena_regions(world: &World) -> Vec<usize> {
         .collect()
 }
 
-/// (allocations, arena doublings, snapshots) in the warm ticks.
+/// (allocations, arena doublings and shrinks, snapshots) in the warm ticks.
 fn allocations_in_warm_ticks(shards: usize) -> (u64, u64, usize) {
     let config = WorldConfig {
         boid_count: 3_000,
@@ -74,7 +74,10 @@ fn allocations_in_warm_ticks(shards: usize) -> (u64, u64, usize) {
         let after = arena_regions(&world);
         for (&before, &now) in regions.iter().zip(&after) {
             if measured && before != 0 && now != before {
-                assert_eq!(now, before * 2, "an arena grows only by doubling");
+                assert!(
+                    now == before * 2 || (now < before && now.is_power_of_two()),
+                    "an arena grows only by doubling and shrinks to a power of two: {before} -> {now}"
+                );
                 doublings += 1;
             }
         }
@@ -93,10 +96,11 @@ fn warm_ticks_allocate_nothing_on_one_and_four_shards() {
         assert_eq!(
             allocations, doublings,
             "{shards} shard(s): {allocations} allocations in 200 warm ticks, \
-             of which {doublings} were view arenas doubling"
+             of which {doublings} were view arenas doubling or shrinking"
         );
         // The script's bots lag up to 12 ticks and lose 2 % of their snapshots, so a few
-        // reach a new lag high late; most allocations would mean the arena thrashes.
-        assert!(doublings <= 4, "{doublings} arena doublings in 200 warm ticks");
+        // reach a new lag high late, and an arena shrinks at most once in a 64-build
+        // window (192 ticks here): more would mean the arena thrashes.
+        assert!(doublings <= 24 + 4, "{doublings} arena resizes in 200 warm ticks");
     }
 }

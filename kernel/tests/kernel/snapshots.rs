@@ -196,6 +196,50 @@ fn the_view_arena_follows_the_ack_lag() {
     assert_eq!(most, [2, 8, migratory_kernel::BASELINE_RING_LEN]);
 }
 
+#[test]
+fn the_view_arena_shrinks_once_the_lag_has_passed() {
+    // Client 1 acks four snapshots late for its first 40 snapshots, then at once. Every
+    // snapshot decodes to the view the server remembers, through the moves a shrink makes.
+    let config = dense(12);
+    let interval = config.snapshot_interval_ticks;
+    let mut world = World::new(config, 1).unwrap();
+    world.step(&TickInputs { inputs: joins(1) });
+    let mut decoder = ClientDecoder::new();
+    let mut sent: Vec<u32> = Vec::new();
+    let mut regions: Vec<usize> = Vec::new(); // after each snapshot
+    while regions.len() < 40 + 3 * 64 {
+        let lag = if regions.len() < 40 { 4 * interval } else { 0 };
+        let now = world.tick();
+        let inputs = sent
+            .iter()
+            .filter(|&&t| now >= t + lag)
+            .map(|&tick| Input::Ack { client: 1, tick })
+            .collect();
+        sent.retain(|&t| now < t + lag);
+        let out = world.step(&TickInputs { inputs });
+        let tick = out.tick;
+        if let Some(f) = out.snapshot_for(1) {
+            decoder.decode(f).unwrap();
+            assert_eq!(
+                decoder.view(tick).unwrap(),
+                world.client_view(1, tick).unwrap(),
+                "tick {tick}"
+            );
+            sent.push(tick);
+            regions.push(world.view_arena_regions(0).unwrap());
+        }
+    }
+    assert_eq!(regions[..40].iter().max(), Some(&8), "four snapshots in flight");
+    assert_eq!(regions.last(), Some(&2), "a prompt acker again: {regions:?}");
+    // It shrank within two windows of the lag passing and never grew again.
+    let shrunk_at = regions[40..].iter().position(|&r| r < 8).unwrap() + 40;
+    assert!(shrunk_at <= 40 + 2 * 64, "shrank only after snapshot {shrunk_at}");
+    assert!(
+        regions[shrunk_at..].windows(2).all(|w| w[1] <= w[0]),
+        "{regions:?}"
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
 
