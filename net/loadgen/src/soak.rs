@@ -123,15 +123,29 @@ pub struct ServerHold {
     pub segments_out_per_tick: Option<f64>,
     pub pure_acks_out_per_tick: Option<f64>,
     pub segments_in_per_tick: Option<f64>,
+    /// Loop p99 (median) of the seconds in which the server took a recording checkpoint,
+    /// how many there were, and of the other seconds: what a checkpoint costs the tick.
+    pub loop_p99_ms_checkpoint_seconds: Option<f64>,
+    pub checkpoint_seconds: usize,
+    pub loop_p99_ms_other_seconds: Option<f64>,
 }
 
 impl ServerHold {
     fn of(hold: &[&Sample]) -> ServerHold {
-        let median = |f: fn(&Sample) -> Option<f64>| {
-            let v: Vec<f64> = hold.iter().filter_map(|s| f(s)).collect();
+        let median_of = |seconds: &mut dyn Iterator<Item = &&Sample>, f: fn(&Sample) -> Option<f64>| {
+            let v: Vec<f64> = seconds.filter_map(|s| f(s)).collect();
             (!v.is_empty()).then(|| Distribution::of(v).p50)
         };
+        let median = |f: fn(&Sample) -> Option<f64>| median_of(&mut hold.iter(), f);
+        let with_checkpoint = |yes: bool| {
+            median_of(&mut hold.iter().filter(|s| s.checkpoint == Some(yes)), |s| {
+                s.loop_p99_ms
+            })
+        };
         ServerHold {
+            loop_p99_ms_checkpoint_seconds: with_checkpoint(true),
+            checkpoint_seconds: hold.iter().filter(|s| s.checkpoint == Some(true)).count(),
+            loop_p99_ms_other_seconds: with_checkpoint(false),
             loop_p50_ms: median(|s| s.loop_p50_ms),
             loop_p99_ms: median(|s| s.loop_p99_ms),
             cpu_ms_per_tick: median(|s| s.cpu_ms_per_tick),
@@ -170,6 +184,8 @@ struct ServerSample {
     cpu_s: Option<f64>,
     cpu_system_s: Option<f64>,
     evictions: Option<f64>,
+    /// Checkpoints the server has handed to its recording.
+    checkpoints: Option<f64>,
     /// The server's connections' segment counters (a server on this machine only).
     segments: Option<Segments>,
 }
@@ -196,6 +212,7 @@ async fn scrape(host: Option<&str>) -> ServerSample {
         cpu_s: metric::PROCESS_CPU_SECONDS_TOTAL.read(&text, ""),
         cpu_system_s: metric::PROCESS_CPU_SYSTEM_SECONDS_TOTAL.read(&text, ""),
         evictions: metric::EVICTIONS_TOTAL.read(&text, ""),
+        checkpoints: metric::RECORDING_CHECKPOINTS_TOTAL.read(&text, ""),
         segments: match local_port(host) {
             Some(port) => Segments::read(port).await,
             None => None,
@@ -425,6 +442,10 @@ impl Sampler {
         };
         let cpu_ms_per_tick = per_tick(server.cpu_s, before.cpu_s);
         let cpu_system_ms_per_tick = per_tick(server.cpu_system_s, before.cpu_system_s);
+        let checkpoint = match (server.checkpoints, before.checkpoints) {
+            (Some(now), Some(then)) => Some(now > then),
+            _ => None,
+        };
         let segments = match (server.segments, before.segments, server.ticks, before.ticks) {
             (Some(now), Some(then), Some(t1), Some(t0)) => crate::segments::per_tick(now, then, t1 - t0),
             _ => None,
@@ -455,6 +476,7 @@ impl Sampler {
             segments_out_per_tick: segments.map(|s| s.0),
             pure_acks_out_per_tick: segments.map(|s| s.1),
             segments_in_per_tick: segments.map(|s| s.2),
+            checkpoint,
         }
     }
 }
@@ -612,6 +634,7 @@ fn write_outputs(out: &Path, r: &SoakReport) -> Result<(), SoakError> {
          downstream per bot (hold) mean {:.0} p95 {:.0} max {:.0} B/s; RTT (hold) p50 {:.2} p99 {:.2} ms\n\
          server (hold, medians of the seconds) loop p50 {} p99 {} ms; CPU {} ms per tick, {} of it system\n\
          server TCP segments per tick (hold, medians) out {} (pure ACKs {}), in {}\n\
+         loop p99 (hold, medians) of the {} seconds with a recording checkpoint {} ms, of the others {} ms\n\
          {}{}\n",
         t.clients,
         t.joined,
@@ -632,6 +655,9 @@ fn write_outputs(out: &Path, r: &SoakReport) -> Result<(), SoakError> {
         figure(h.segments_out_per_tick),
         figure(h.pure_acks_out_per_tick),
         figure(h.segments_in_per_tick),
+        h.checkpoint_seconds,
+        figure(h.loop_p99_ms_checkpoint_seconds),
+        figure(h.loop_p99_ms_other_seconds),
         if r.moves.is_empty() {
             String::new()
         } else {

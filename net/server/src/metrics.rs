@@ -286,6 +286,7 @@ pub struct Metrics {
 
     pub recording_bytes: AtomicU64,
     pub recording_errors_total: AtomicU64,
+    pub recording_checkpoints_total: AtomicU64,
     pub recording_shipped_bytes: AtomicU64,
     pub recording_ship_failures_total: AtomicU64,
     /// Bytes of the joined clients' view arenas (refreshed once a second): memory that
@@ -487,6 +488,11 @@ impl Metrics {
             o,
             &metric::RECORDING_ERRORS_TOTAL,
             l(&self.recording_errors_total),
+        );
+        single(
+            o,
+            &metric::RECORDING_CHECKPOINTS_TOTAL,
+            l(&self.recording_checkpoints_total),
         );
         single(
             o,

@@ -63,6 +63,7 @@ pub struct Recorder {
     thread: Option<JoinHandle<()>>,
     /// The writer thread's error, if it stopped on one.
     error: Arc<Mutex<Option<RecordError>>>,
+    metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -80,7 +81,7 @@ impl Recorder {
         let (tx, rx) = sync_channel(RECORD_QUEUE_MAX_TICKS);
         let error = Arc::new(Mutex::new(None));
         let thread = std::thread::Builder::new().name("migratory-record".into()).spawn({
-            let (path, error) = (path.clone(), error.clone());
+            let (path, error, metrics) = (path.clone(), error.clone(), metrics.clone());
             move || {
                 if let Err(e) = write_jobs(writer, rx, &metrics) {
                     tracing::error!(path = %path.display(), error = %e, "recording write failed; recording stopped");
@@ -95,6 +96,7 @@ impl Recorder {
             tx: Some(tx),
             thread: Some(thread),
             error,
+            metrics,
         })
     }
 
@@ -105,13 +107,14 @@ impl Recorder {
             return Ok(());
         };
         let out = world.output();
+        let checkpoint = self.options.checkpoint_due(out.tick).then(|| {
+            self.metrics.recording_checkpoints_total.fetch_add(1, Relaxed);
+            save_checkpoint_apart(world)
+        });
         let job = Job::Tick {
             inputs: inputs.clone(),
             roots: TickRoots::of(out),
-            checkpoint: self
-                .options
-                .checkpoint_due(out.tick)
-                .then(|| save_checkpoint_apart(world)),
+            checkpoint,
         };
         if tx.send(job).is_err() {
             self.tx = None;

@@ -491,11 +491,21 @@ fn the_bot_generator_reports_json() {
 /// A short soak (a few bots, a few seconds): the tool writes a metrics.json that parses
 /// with every per-second series filled, a chart.png of the documented size, and a
 /// summary whose every figure follows from metrics.json. No timing is asserted: the exit
-/// status is the verdict metrics.json gives (0 pass, 1 fail), whichever it is.
+/// status is the verdict metrics.json gives (0 pass, 1 fail), whichever it is. The server
+/// records with a checkpoint every 2 s, so the seconds holding one are marked.
 #[test]
 fn a_short_soak_writes_its_json_chart_and_summary() {
     let dir = TempDir::new("soak");
-    let server = ServerProcess::spawn(dir.path(), SMALL_WORLD_TOML, &["--no-record"]);
+    let config = SMALL_WORLD_TOML.replace(
+        "[world]\n",
+        "[server.recording]\ncheckpoint_interval_ticks = 120\n\n[world]\n",
+    );
+    let record_dir = dir.path().join("rec");
+    let server = ServerProcess::spawn(
+        dir.path(),
+        &config,
+        &["--record-dir", record_dir.to_str().expect("UTF-8 path")],
+    );
     let out_dir = dir.path().join("soak");
     let config = dir.path().join("soak.toml");
     std::fs::write(
@@ -513,7 +523,7 @@ fn a_short_soak_writes_its_json_chart_and_summary() {
             "--step-seconds",
             "2",
         ])
-        .args(["--hold-seconds", "3", "--tasks", "2", "--stall-percent", "0"])
+        .args(["--hold-seconds", "4", "--tasks", "2", "--stall-percent", "0"])
         .arg("--out")
         .arg(&out_dir)
         .arg("--config")
@@ -564,7 +574,11 @@ fn a_short_soak_writes_its_json_chart_and_summary() {
             "{s}"
         );
         assert_eq!(s["joined_bots"], 6, "{s}");
+        assert!(s["checkpoint"].is_boolean(), "{s}");
     }
+    let checkpoint_seconds = hold.iter().filter(|s| s["checkpoint"] == true).count();
+    assert!(checkpoint_seconds >= 1, "no hold second marked with a checkpoint");
+    assert_eq!(json["server_hold"]["checkpoint_seconds"], checkpoint_seconds);
     assert_eq!(json["totals"]["decode_errors"], 0);
     assert_eq!(json["totals"]["joined"], 6);
     let hold_figure = |key: &str| {
@@ -623,11 +637,16 @@ fn summary_follows_from_the_json(summary: &str, json: &serde_json::Value, hold: 
     );
     // The median of the hold seconds, as the tool defines it: the middle of the sorted
     // values (the upper one of two).
-    let median = |key: &str| {
-        let mut v: Vec<f64> = hold.iter().filter_map(|s| s[key].as_f64()).collect();
+    let median_where = |key: &str, keep: &dyn Fn(&serde_json::Value) -> bool| {
+        let mut v: Vec<f64> = hold
+            .iter()
+            .filter(|s| keep(s))
+            .filter_map(|s| s[key].as_f64())
+            .collect();
         v.sort_by(f64::total_cmp);
-        v[((v.len() - 1) as f64 * 0.5).round() as usize]
+        (!v.is_empty()).then(|| v[((v.len() - 1) as f64 * 0.5).round() as usize])
     };
+    let median = |key: &str| median_where(key, &|_| true).unwrap_or_else(|| panic!("no {key} in the hold"));
     let h = &json["server_hold"];
     for key in [
         "loop_p50_ms",
@@ -652,5 +671,20 @@ fn summary_follows_from_the_json(summary: &str, json: &serde_json::Value, hold: 
     assert!(
         summary.lines().any(|l| l == server_line),
         "`{server_line}` not in:\n{summary}"
+    );
+    // The loop p99 of the seconds with a checkpoint and of the others.
+    let figure = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
+    let with = |yes: bool| median_where("loop_p99_ms", &move |s| s["checkpoint"] == yes);
+    assert_eq!(h["loop_p99_ms_checkpoint_seconds"].as_f64(), with(true));
+    assert_eq!(h["loop_p99_ms_other_seconds"].as_f64(), with(false));
+    let checkpoint_line = format!(
+        "loop p99 (hold, medians) of the {} seconds with a recording checkpoint {} ms, of the others {} ms",
+        h["checkpoint_seconds"],
+        figure(with(true)),
+        figure(with(false))
+    );
+    assert!(
+        summary.lines().any(|l| l == checkpoint_line),
+        "`{checkpoint_line}` not in:\n{summary}"
     );
 }

@@ -428,6 +428,7 @@ async fn healthz_and_metrics_share_the_port() {
         "migratory_bytes_sent_total",
         "migratory_state_updates_dropped_total",
         "migratory_evictions_total",
+        "migratory_recording_checkpoints_total",
     ] {
         assert!(sample(&text, name, "").is_some(), "{name} missing from:\n{text}");
     }

@@ -242,6 +242,11 @@ pub const RECORDING_ERRORS_TOTAL: Metric = metric(
     Counter,
     "Recording write failures (recording stops at the first).",
 );
+pub const RECORDING_CHECKPOINTS_TOTAL: Metric = metric(
+    "migratory_recording_checkpoints_total",
+    Counter,
+    "World checkpoints handed to the recording (each copies the world on the tick thread).",
+);
 pub const RECORDING_SHIPPED_BYTES: Metric = metric(
     "migratory_recording_shipped_bytes",
     Gauge,
@@ -314,6 +319,7 @@ pub const ALL: &[Metric] = &[
     CLOSES_TOTAL,
     RECORDING_BYTES,
     RECORDING_ERRORS_TOTAL,
+    RECORDING_CHECKPOINTS_TOTAL,
     RECORDING_SHIPPED_BYTES,
     RECORDING_SHIP_FAILURES_TOTAL,
     VIEW_ARENA_BYTES,
