@@ -1,6 +1,9 @@
 //! A headless world: scripted players for a number of ticks, then ticks/s and the final root.
 //!
-//! `cargo run --release -p migratory-kernel --example headless -- [ticks] [shards] [clients] [boids]`
+//! `cargo run --release -p migratory-kernel --example headless -- [ticks] [shards] [clients] [boids] [ack_lag_ticks_max]`
+//!
+//! The script's bots ack up to 12 ticks late by default; `ack_lag_ticks_max` 2 is a live
+//! server's prompt bots (two remembered views each, which sizes a checkpoint).
 
 // Timing and reporting happen outside the step, so the clock and floats are fine here.
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
@@ -40,9 +43,11 @@ fn main() {
     if let Err(e) = world.pin_shard_threads() {
         eprintln!("warning: {e}");
     }
+    let defaults = ScriptConfig::default();
     let mut script = Script::new(ScriptConfig {
         clients,
-        ..ScriptConfig::default()
+        ack_lag_ticks_max: arg(5, defaults.ack_lag_ticks_max),
+        ..defaults
     });
     let mut inputs = TickInputs::default();
     let mut last = world.output().clone();

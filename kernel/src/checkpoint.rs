@@ -94,6 +94,67 @@ struct CheckpointState {
     streams: Vec<StreamState>,
 }
 
+/// `CheckpointState` over the world's own views and interest lists: it archives to the
+/// same bytes (`ArchivedCheckpointState`) without copying them into owned vectors first.
+/// A 1,000-client checkpoint is thousands of such small blocks, copied and freed again on
+/// the tick thread of a live server at every checkpoint.
+#[derive(rkyv::Archive, rkyv::Serialize)]
+#[rkyv(as = ArchivedCheckpointState, serialize_bounds(__S: rkyv::ser::Writer + rkyv::ser::Allocator))]
+struct CheckpointStateRef<'a> {
+    #[rkyv(with = rkyv::with::Inline, omit_bounds)]
+    config: &'a WorldConfig,
+    terrain_hash: [u8; 32],
+    tick: u32,
+    boid_planes: Vec<u8>,
+    players: Vec<Player>,
+    #[rkyv(omit_bounds)]
+    streams: Vec<StreamStateRef<'a>>,
+}
+
+/// `StreamState` over a live stream (see `CheckpointStateRef`).
+#[derive(rkyv::Archive, rkyv::Serialize)]
+#[rkyv(as = ArchivedStreamState, serialize_bounds(__S: rkyv::ser::Writer + rkyv::ser::Allocator))]
+struct StreamStateRef<'a> {
+    slot: u32,
+    tokens_bytes: u32,
+    #[rkyv(omit_bounds)]
+    views: Vec<RememberedViewRef<'a>>,
+    #[rkyv(with = SliceAsVec, omit_bounds)]
+    interest: &'a [Interest],
+}
+
+/// `RememberedView` over a live stream's arena (see `CheckpointStateRef`).
+#[derive(rkyv::Archive, rkyv::Serialize)]
+#[rkyv(as = ArchivedRememberedView, serialize_bounds(__S: rkyv::ser::Writer + rkyv::ser::Allocator))]
+struct RememberedViewRef<'a> {
+    tick: u32,
+    #[rkyv(with = SliceAsVec, omit_bounds)]
+    entries: &'a [ViewEntry],
+}
+
+/// Archives a borrowed slice as the `ArchivedVec` a `Vec` of it would be, by the same
+/// calls a `Vec` makes, so the bytes are the same.
+struct SliceAsVec;
+
+impl<T: rkyv::Archive> rkyv::with::ArchiveWith<&[T]> for SliceAsVec {
+    type Archived = rkyv::vec::ArchivedVec<T::Archived>;
+    type Resolver = rkyv::vec::VecResolver;
+
+    fn resolve_with(field: &&[T], resolver: Self::Resolver, out: rkyv::Place<Self::Archived>) {
+        rkyv::vec::ArchivedVec::resolve_from_slice(field, resolver, out);
+    }
+}
+
+impl<T, S> rkyv::with::SerializeWith<&[T], S> for SliceAsVec
+where
+    T: rkyv::Serialize<S>,
+    S: rancor::Fallible + rkyv::ser::Allocator + rkyv::ser::Writer + ?Sized,
+{
+    fn serialize_with(field: &&[T], serializer: &mut S) -> Result<Self::Resolver, S::Error> {
+        rkyv::vec::ArchivedVec::serialize_from_slice(field, serializer)
+    }
+}
+
 /// Byte k of record i goes to `out[k * n + i]`.
 fn to_planes(records: &[u8]) -> Vec<u8> {
     let n = records.len() / BOID_RECORD_BYTES;
@@ -168,35 +229,7 @@ pub fn save_checkpoint_unsealed(world: &World) -> UnsealedCheckpoint {
         !world.is_detached(),
         "a world stepped entities-only has no client streams to checkpoint"
     );
-    let state = CheckpointState {
-        config: world.config().clone(),
-        terrain_hash: world.terrain().content_hash(),
-        tick: world.tick(),
-        boid_planes: to_planes(crate::hash::boid_bytes(&world.boids())),
-        players: saved_players(world),
-        streams: world
-            .streams()
-            .iter()
-            .enumerate()
-            .filter_map(|(slot, s)| {
-                let s = s.as_ref()?;
-                let mut views: Vec<RememberedView> = s
-                    .remembered()
-                    .map(|(tick, v)| RememberedView {
-                        tick,
-                        entries: v.to_vec(),
-                    })
-                    .collect();
-                views.sort_by_key(|v| v.tick);
-                Some(StreamState {
-                    slot: slot as u32,
-                    tokens_bytes: s.tokens_bytes,
-                    views,
-                    interest: s.interest.clone(),
-                })
-            })
-            .collect(),
-    };
+    let state = state_of(world);
     // The archive goes straight behind a zeroed header in one buffer sized for it up front.
     // Letting it grow copied everything written so far at each doubling and faulted in
     // fresh pages each time, and the payload was then copied once more behind its header:
@@ -224,9 +257,40 @@ pub fn save_checkpoint_unsealed(world: &World) -> UnsealedCheckpoint {
     UnsealedCheckpoint(out)
 }
 
+/// What a checkpoint of `world` archives, borrowing the client streams' views and
+/// interest lists (`CheckpointStateRef`).
+fn state_of(world: &World) -> CheckpointStateRef<'_> {
+    CheckpointStateRef {
+        config: world.config(),
+        terrain_hash: world.terrain().content_hash(),
+        tick: world.tick(),
+        boid_planes: to_planes(crate::hash::boid_bytes(&world.boids())),
+        players: saved_players(world),
+        streams: world
+            .streams()
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, s)| {
+                let s = s.as_ref()?;
+                let mut views: Vec<RememberedViewRef<'_>> = s
+                    .remembered()
+                    .map(|(tick, entries)| RememberedViewRef { tick, entries })
+                    .collect();
+                views.sort_by_key(|v| v.tick);
+                Some(StreamStateRef {
+                    slot: slot as u32,
+                    tokens_bytes: s.tokens_bytes,
+                    views,
+                    interest: &s.interest,
+                })
+            })
+            .collect(),
+    }
+}
+
 /// A bound on the archive of `state`: its arrays' bytes, a generous allowance per record
 /// for lengths, offsets and padding, and one for the config. Too low only costs a regrow.
-fn archive_bytes_max(state: &CheckpointState) -> usize {
+fn archive_bytes_max(state: &CheckpointStateRef<'_>) -> usize {
     const RECORD_OVERHEAD_BYTES: usize = 32;
     let streams: usize = state
         .streams
@@ -235,9 +299,9 @@ fn archive_bytes_max(state: &CheckpointState) -> usize {
             let views: usize = s
                 .views
                 .iter()
-                .map(|v| RECORD_OVERHEAD_BYTES + std::mem::size_of_val(&v.entries[..]))
+                .map(|v| RECORD_OVERHEAD_BYTES + std::mem::size_of_val(v.entries))
                 .sum();
-            RECORD_OVERHEAD_BYTES + views + std::mem::size_of_val(&s.interest[..])
+            RECORD_OVERHEAD_BYTES + views + std::mem::size_of_val(s.interest)
         })
         .sum();
     4096 + state.boid_planes.len() + std::mem::size_of_val(&state.players[..]) * 2 + streams
