@@ -117,8 +117,8 @@ struct CheckpointStateRef<'a> {
 struct StreamStateRef<'a> {
     slot: u32,
     tokens_bytes: u32,
-    #[rkyv(omit_bounds)]
-    views: Vec<RememberedViewRef<'a>>,
+    #[rkyv(with = SliceAsVec, omit_bounds)]
+    views: &'a [RememberedViewRef<'a>],
     #[rkyv(with = SliceAsVec, omit_bounds)]
     interest: &'a [Interest],
 }
@@ -229,7 +229,8 @@ pub fn save_checkpoint_unsealed(world: &World) -> UnsealedCheckpoint {
         !world.is_detached(),
         "a world stepped entities-only has no client streams to checkpoint"
     );
-    let state = state_of(world);
+    let (views, ends) = remembered_views(world);
+    let state = state_of(world, &views, &ends);
     // The archive goes straight behind a zeroed header in one buffer sized for it up front.
     // Letting it grow copied everything written so far at each doubling and faulted in
     // fresh pages each time, and the payload was then copied once more behind its header:
@@ -257,30 +258,52 @@ pub fn save_checkpoint_unsealed(world: &World) -> UnsealedCheckpoint {
     UnsealedCheckpoint(out)
 }
 
-/// What a checkpoint of `world` archives, borrowing the client streams' views and
-/// interest lists (`CheckpointStateRef`).
-fn state_of(world: &World) -> CheckpointStateRef<'_> {
+/// Every client stream's remembered views in one vector (slot order, ascending by tick
+/// within a stream), and where each joined slot's run of them ends: a checkpoint of 1,000
+/// clients allocates this once rather than a small vector per client.
+fn remembered_views(world: &World) -> (Vec<RememberedViewRef<'_>>, Vec<(u32, usize)>) {
+    let mut views = Vec::new();
+    let mut ends = Vec::new();
+    for (slot, s) in world.streams().iter().enumerate() {
+        let Some(s) = s.as_ref() else {
+            continue;
+        };
+        let start = views.len();
+        views.extend(
+            s.remembered()
+                .map(|(tick, entries)| RememberedViewRef { tick, entries }),
+        );
+        views[start..].sort_by_key(|v| v.tick);
+        ends.push((slot as u32, views.len()));
+    }
+    (views, ends)
+}
+
+/// What a checkpoint of `world` archives, borrowing the client streams' views (through
+/// `remembered_views`) and interest lists (`CheckpointStateRef`).
+fn state_of<'a>(
+    world: &'a World,
+    views: &'a [RememberedViewRef<'a>],
+    ends: &[(u32, usize)],
+) -> CheckpointStateRef<'a> {
+    let streams = world.streams();
+    let mut start = 0;
     CheckpointStateRef {
         config: world.config(),
         terrain_hash: world.terrain().content_hash(),
         tick: world.tick(),
         boid_planes: to_planes(crate::hash::boid_bytes(&world.boids())),
         players: saved_players(world),
-        streams: world
-            .streams()
+        streams: ends
             .iter()
-            .enumerate()
-            .filter_map(|(slot, s)| {
-                let s = s.as_ref()?;
-                let mut views: Vec<RememberedViewRef<'_>> = s
-                    .remembered()
-                    .map(|(tick, entries)| RememberedViewRef { tick, entries })
-                    .collect();
-                views.sort_by_key(|v| v.tick);
+            .filter_map(|&(slot, end)| {
+                let run = &views[start..end];
+                start = end;
+                let s = streams[slot as usize].as_ref()?;
                 Some(StreamStateRef {
-                    slot: slot as u32,
+                    slot,
                     tokens_bytes: s.tokens_bytes,
-                    views,
+                    views: run,
                     interest: &s.interest,
                 })
             })

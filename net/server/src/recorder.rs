@@ -27,26 +27,6 @@ pub const RECORD_QUEUE_MAX_TICKS: usize = 600;
 
 type Writer = RecordingWriter<BufWriter<File>>;
 
-/// The writer thread's nice value. Compressing a checkpoint (1.1 MB at 1,000 clients, about
-/// 40 ms of zstd) on an even footing with the tick and shard threads slowed the ticks
-/// after every checkpoint on a busy machine; at nice 10 it takes what they leave. Its
-/// average need is small (under 1 % of a core at 1,000 clients), so it keeps up.
-const RECORD_THREAD_NICE: i32 = 10;
-
-/// Sets the calling thread's nice value (Linux: per thread). Best effort: a failure (a
-/// sandbox that forbids it) only leaves the priority as it was.
-fn lower_this_threads_priority(nice: i32) {
-    // SAFETY: gettid has no preconditions; setpriority on our own thread id changes
-    // nothing but this thread's scheduling weight.
-    let failed = unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) != 0
-    };
-    if failed {
-        tracing::debug!(error = %std::io::Error::last_os_error(), "could not lower the recording thread's priority");
-    }
-}
-
 /// Why the recording stopped (the world goes on without it).
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum RecordError {
@@ -104,7 +84,6 @@ impl Recorder {
         let thread = std::thread::Builder::new().name("migratory-record".into()).spawn({
             let (path, error, metrics) = (path.clone(), error.clone(), metrics.clone());
             move || {
-                lower_this_threads_priority(RECORD_THREAD_NICE);
                 if let Err(e) = write_jobs(writer, rx, &metrics) {
                     tracing::error!(path = %path.display(), error = %e, "recording write failed; recording stopped");
                     metrics.recording_errors_total.fetch_add(1, Relaxed);
@@ -232,9 +211,9 @@ fn write_jobs(mut writer: Writer, rx: Receiver<Job>, metrics: &Metrics) -> std::
 }
 
 /// `save_checkpoint_unsealed` on a thread of its own while the tick thread waits. The
-/// blocks it builds (a list of borrowed views per client; before they were archived in
-/// place, a copy of every view and interest list) then live in that thread's heap, which
-/// holds nothing else and goes back to the OS when they are freed. Built on the tick thread, the copy's blocks were freed among the tick thread's
+/// blocks it builds (a few vectors of borrowed views; before they were archived in place,
+/// a copy of every view and interest list) then live in that thread's heap, which holds
+/// nothing else and goes back to the OS when they are freed. Built on the tick thread, the copy's blocks were freed among the tick thread's
 /// longer-lived ones, and RSS rose in steps at some checkpoints and stayed: 1,000 bots,
 /// 4-minute holds recorded, 1.44 / 1.70 % drift on 2 shards and 0.93 % on 1; 0.009 % this way.
 /// The price is one thread started every `checkpoint_interval_ticks`.

@@ -189,38 +189,6 @@ fn threads_named(pid: u32, name: &str) -> usize {
         .count()
 }
 
-/// The nice values (field 19 of `/proc/PID/task/TID/stat`) of `pid`'s threads named `name`
-/// (as `comm` keeps it: its first 15 bytes).
-fn thread_nices(pid: u32, name: &str) -> Vec<i32> {
-    let name = &name[..name.len().min(15)];
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .expect("task dir")
-        .filter_map(|t| {
-            let dir = t.ok()?.path();
-            (std::fs::read_to_string(dir.join("comm")).ok()?.trim() == name).then_some(())?;
-            let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
-            // After the parenthesised name: state is field 3, nice field 19.
-            let rest = &stat[stat.rfind(')')? + 2..];
-            rest.split(' ').nth(19 - 3)?.parse().ok()
-        })
-        .collect()
-}
-
-/// The recording's writer thread runs below the tick and shard threads (nice 10), so
-/// compressing a checkpoint takes what they leave; the tick thread keeps the server's own.
-#[test]
-fn the_recording_writer_runs_at_a_lower_priority() {
-    let dir = TempDir::new("record-nice");
-    let record_dir = dir.path().join("rec");
-    let server = ServerProcess::spawn(
-        dir.path(),
-        SMALL_WORLD_TOML,
-        &["--record-dir", record_dir.to_str().expect("UTF-8 path")],
-    );
-    assert_eq!(thread_nices(server.pid(), "migratory-record"), [10]);
-    assert_eq!(thread_nices(server.pid(), "migratory-tick"), [0]);
-}
-
 #[test]
 fn io_threads_sets_the_runtime_threads() {
     let dir = TempDir::new("io-threads");
