@@ -54,7 +54,7 @@ pub struct Sample {
     pub segments_out_per_tick: Option<f64>,
     pub pure_acks_out_per_tick: Option<f64>,
     pub segments_in_per_tick: Option<f64>,
-    /// The server handed a checkpoint to its recording during this second (None: its
+    /// The ticks `loop_p99_ms` covers held a recording checkpoint (None: the server's
     /// `/metrics` does not say).
     pub checkpoint: Option<bool>,
 }

@@ -184,8 +184,8 @@ struct ServerSample {
     cpu_s: Option<f64>,
     cpu_system_s: Option<f64>,
     evictions: Option<f64>,
-    /// Checkpoints the server has handed to its recording.
-    checkpoints: Option<f64>,
+    /// Recording checkpoints in the ticks `loop_p99_s` covers.
+    recent_checkpoints: Option<f64>,
     /// The server's connections' segment counters (a server on this machine only).
     segments: Option<Segments>,
 }
@@ -212,7 +212,7 @@ async fn scrape(host: Option<&str>) -> ServerSample {
         cpu_s: metric::PROCESS_CPU_SECONDS_TOTAL.read(&text, ""),
         cpu_system_s: metric::PROCESS_CPU_SYSTEM_SECONDS_TOTAL.read(&text, ""),
         evictions: metric::EVICTIONS_TOTAL.read(&text, ""),
-        checkpoints: metric::RECORDING_CHECKPOINTS_TOTAL.read(&text, ""),
+        recent_checkpoints: metric::TICK_LOOP_RECENT_CHECKPOINTS.read(&text, ""),
         segments: match local_port(host) {
             Some(port) => Segments::read(port).await,
             None => None,
@@ -442,10 +442,6 @@ impl Sampler {
         };
         let cpu_ms_per_tick = per_tick(server.cpu_s, before.cpu_s);
         let cpu_system_ms_per_tick = per_tick(server.cpu_system_s, before.cpu_system_s);
-        let checkpoint = match (server.checkpoints, before.checkpoints) {
-            (Some(now), Some(then)) => Some(now > then),
-            _ => None,
-        };
         let segments = match (server.segments, before.segments, server.ticks, before.ticks) {
             (Some(now), Some(then), Some(t1), Some(t0)) => crate::segments::per_tick(now, then, t1 - t0),
             _ => None,
@@ -476,7 +472,7 @@ impl Sampler {
             segments_out_per_tick: segments.map(|s| s.0),
             pure_acks_out_per_tick: segments.map(|s| s.1),
             segments_in_per_tick: segments.map(|s| s.2),
-            checkpoint,
+            checkpoint: server.recent_checkpoints.map(|n| n > 0.0),
         }
     }
 }

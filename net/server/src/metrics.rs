@@ -217,6 +217,9 @@ pub struct Metrics {
     pub loop_us: Histogram,
     /// The loop's work over the last complete second of ticks.
     pub loop_recent_us: WindowHistogram,
+    /// 1 for a tick that took a recording checkpoint, 0 for the others, in the same
+    /// windows as `loop_recent_us`: the soak tells a second holding a checkpoint by it.
+    pub checkpoint_recent: WindowHistogram,
     pub ingest_us: Histogram,
     pub step_us: Histogram,
     pub record_us: Histogram,
@@ -350,6 +353,11 @@ impl Metrics {
             o,
             &metric::TICK_LOOP_RECENT_SECONDS,
             &[("", self.loop_recent_us.last())],
+        );
+        single(
+            o,
+            &metric::TICK_LOOP_RECENT_CHECKPOINTS,
+            self.checkpoint_recent.last().sum(),
         );
         let phases = [
             ("ingest", &self.ingest_us),

@@ -4,7 +4,7 @@
 //!
 //! On the tick thread, a second's block of 1,000 clients' inputs took 2 ms to encode and
 //! compress, and a checkpoint 18 ms (longer than a tick at 60 Hz); what stays on it is
-//! archiving the world into the checkpoint's bytes (0.7 ms at 1,000 clients, over the
+//! archiving the world into the checkpoint's bytes (0.46 ms at 1,000 clients, over the
 //! streams' own views; its checksum is computed here).
 
 use std::fs::{File, OpenOptions};

@@ -492,7 +492,8 @@ fn the_bot_generator_reports_json() {
 /// with every per-second series filled, a chart.png of the documented size, and a
 /// summary whose every figure follows from metrics.json. No timing is asserted: the exit
 /// status is the verdict metrics.json gives (0 pass, 1 fail), whichever it is. The server
-/// records with a checkpoint every 2 s, so the seconds holding one are marked.
+/// records with a checkpoint every 120 ticks, so every other second of ticks holds one:
+/// the hold has seconds of both kinds, each marked.
 #[test]
 fn a_short_soak_writes_its_json_chart_and_summary() {
     let dir = TempDir::new("soak");
@@ -523,7 +524,7 @@ fn a_short_soak_writes_its_json_chart_and_summary() {
             "--step-seconds",
             "2",
         ])
-        .args(["--hold-seconds", "4", "--tasks", "2", "--stall-percent", "0"])
+        .args(["--hold-seconds", "5", "--tasks", "2", "--stall-percent", "0"])
         .arg("--out")
         .arg(&out_dir)
         .arg("--config")
@@ -577,7 +578,11 @@ fn a_short_soak_writes_its_json_chart_and_summary() {
         assert!(s["checkpoint"].is_boolean(), "{s}");
     }
     let checkpoint_seconds = hold.iter().filter(|s| s["checkpoint"] == true).count();
-    assert!(checkpoint_seconds >= 1, "no hold second marked with a checkpoint");
+    assert!(
+        (1..hold.len()).contains(&checkpoint_seconds),
+        "{checkpoint_seconds} of {} hold seconds marked with a checkpoint",
+        hold.len()
+    );
     assert_eq!(json["server_hold"]["checkpoint_seconds"], checkpoint_seconds);
     assert_eq!(json["totals"]["decode_errors"], 0);
     assert_eq!(json["totals"]["joined"], 6);

@@ -429,6 +429,7 @@ async fn healthz_and_metrics_share_the_port() {
         "migratory_state_updates_dropped_total",
         "migratory_evictions_total",
         "migratory_recording_checkpoints_total",
+        "migratory_tick_loop_recent_checkpoints",
     ] {
         assert!(sample(&text, name, "").is_some(), "{name} missing from:\n{text}");
     }

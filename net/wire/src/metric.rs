@@ -98,6 +98,11 @@ pub const TICK_LOOP_RECENT_SECONDS: Metric = metric(
     Summary,
     "Work per tick over the last complete second of ticks.",
 );
+pub const TICK_LOOP_RECENT_CHECKPOINTS: Metric = metric(
+    "migratory_tick_loop_recent_checkpoints",
+    Gauge,
+    "Recording checkpoints taken in the ticks migratory_tick_loop_recent_seconds covers (the last complete second of ticks).",
+);
 pub const TICK_PHASE_SECONDS: Metric =
     metric("migratory_tick_phase_seconds", Summary, "Work per tick phase.");
 pub const TICK_LOOP_DURATION_SECONDS: Metric = metric(
@@ -245,7 +250,7 @@ pub const RECORDING_ERRORS_TOTAL: Metric = metric(
 pub const RECORDING_CHECKPOINTS_TOTAL: Metric = metric(
     "migratory_recording_checkpoints_total",
     Counter,
-    "World checkpoints handed to the recording (each copies the world on the tick thread).",
+    "World checkpoints handed to the recording (each archives the world on the tick thread).",
 );
 pub const RECORDING_SHIPPED_BYTES: Metric = metric(
     "migratory_recording_shipped_bytes",
@@ -288,6 +293,7 @@ pub const ALL: &[Metric] = &[
     TICKS_SKIPPED_TOTAL,
     TICK_LOOP_SECONDS,
     TICK_LOOP_RECENT_SECONDS,
+    TICK_LOOP_RECENT_CHECKPOINTS,
     TICK_PHASE_SECONDS,
     TICK_LOOP_DURATION_SECONDS,
     TICK_PHASE_DURATION_SECONDS,

@@ -258,7 +258,9 @@ impl TickLoop {
         self.metrics.current_tick.store(self.world.tick(), Relaxed);
         let t2 = Instant::now();
         self.set_phase(Phase::Record);
+        let checkpoints = self.metrics.recording_checkpoints_total.load(Relaxed);
         self.record();
+        let checkpointed = self.metrics.recording_checkpoints_total.load(Relaxed) != checkpoints;
         let t3 = Instant::now();
         self.set_phase(Phase::Handoff);
         self.handoff();
@@ -271,11 +273,13 @@ impl TickLoop {
         m.record_us.record(us(t3 - t2));
         m.handoff_us.record(us(t4 - t3));
         m.loop_us.record(us(t4 - t0));
-        m.loop_recent_us.record(
+        let (tick, window_ticks) = (
             u64::from(self.world.tick()),
             u64::from(self.world.config().tick_rate_hz),
-            us(t4 - t0),
         );
+        m.loop_recent_us.record(tick, window_ticks, us(t4 - t0));
+        m.checkpoint_recent
+            .record(tick, window_ticks, u64::from(checkpointed));
         m.ticks_total.fetch_add(1, Relaxed);
         if self.world.tick() % self.world.config().tick_rate_hz == 0 {
             let regions: usize = (0..self.world.players().len() as u32)
