@@ -86,9 +86,8 @@ pub struct ServerSection {
     pub max_client_message_bytes: u32,
     /// On shutdown, how long to wait for clients to finish the close handshake.
     pub shutdown_timeout_seconds: f64,
-    /// Outgoing messages longer than this (terrain) go out as one frame written straight
-    /// to the socket, past the WebSocket library's write buffer, which therefore never
-    /// holds more than this.
+    /// Outgoing messages longer than this go out as several WebSocket frames (one
+    /// message to the client), so no connection's write buffer ever holds more.
     pub ws_frame_max_bytes: u32,
     /// SO_SNDBUF for client connections (0: the OS default, autotuned). A bound makes a
     /// client that stops reading show up as backpressure sooner, and caps kernel memory.

@@ -16,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
-use tokio_tungstenite::tungstenite::protocol::frame::{CloseFrame, FrameHeader};
+use tokio_tungstenite::tungstenite::protocol::frame::{CloseFrame, Frame};
 use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 
@@ -25,9 +25,6 @@ use crate::events::{ClientShared, CloseRequest, NetEvent, Outbound};
 use crate::metrics::Metrics;
 use crate::ship::Fence;
 use migratory_wire::protocol::{self, close_code, ClientMessage, HelloOptions};
-
-/// The longest header of a server's frame: 2 bytes, then 8 of length (no mask).
-const FRAME_HEADER_BYTES_MAX: usize = 10;
 
 /// Keeps the live-connection gauge honest: counted up when the task starts, down when it
 /// ends, however it ends.
@@ -647,23 +644,16 @@ where
             if len <= frame_max {
                 return ws.send(Message::Binary(msg)).await;
             }
-            // A long message (terrain) goes out as one frame written straight to the
-            // socket, past tungstenite: it copies a whole frame into its write buffer and
-            // keeps that capacity for the connection's life, so 4 KiB fragments kept 4 KiB
-            // per connection, and cost a write each (68 for one 275 KB terrain chunk). A
-            // server's frames are not masked, so the header and the shared bytes are the
-            // whole frame. Whatever tungstenite holds goes first.
-            ws.flush().await?;
-            let mut header = Vec::with_capacity(FRAME_HEADER_BYTES_MAX);
-            FrameHeader {
-                opcode: OpCode::Data(Data::Binary),
-                ..FrameHeader::default()
+            // Fragments keep the write buffer at one frame: tungstenite copies a whole
+            // frame into its buffer and keeps that capacity for the connection's life.
+            let mut at = 0;
+            while at < len {
+                let end = (at + frame_max).min(len);
+                let opcode = if at == 0 { Data::Binary } else { Data::Continue };
+                let frame = Frame::message(msg.slice(at..end), OpCode::Data(opcode), end == len);
+                ws.send(Message::Frame(frame)).await?;
+                at = end;
             }
-            .format(len as u64, &mut header)?;
-            let raw = ws.get_mut();
-            raw.write_all(&header).await?;
-            raw.write_all(&msg).await?;
-            raw.flush().await?;
             Ok(())
         };
         // Most writes finish at once (the socket has room): only a write that has to wait
