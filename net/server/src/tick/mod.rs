@@ -258,9 +258,7 @@ impl TickLoop {
         self.metrics.current_tick.store(self.world.tick(), Relaxed);
         let t2 = Instant::now();
         self.set_phase(Phase::Record);
-        let checkpoints = self.metrics.recording_checkpoints_total.load(Relaxed);
-        self.record();
-        let checkpointed = self.metrics.recording_checkpoints_total.load(Relaxed) != checkpoints;
+        let checkpointed = self.record();
         let t3 = Instant::now();
         self.set_phase(Phase::Handoff);
         self.handoff();
@@ -426,23 +424,26 @@ impl TickLoop {
         *self.metrics.roster.lock().unwrap_or_else(|e| e.into_inner()) = roster;
     }
 
-    fn record(&mut self) {
+    /// Hands the tick and its bookmarks to the recording; true when it took a checkpoint.
+    fn record(&mut self) -> bool {
         let Some(rec) = self.recorder.as_mut() else {
             // Nothing keeps a bookmark without a recording.
             let dropped = self.bookmarks.drain(..).count() as u64;
             self.metrics.bookmarks_dropped_total.fetch_add(dropped, Relaxed);
-            return;
+            return false;
         };
         // The live world goes on when the writer fails; it has logged and counted why.
-        if let Err(e) = rec.record(&self.inputs, &self.world) {
+        let checkpointed = rec.record(&self.inputs, &self.world).unwrap_or_else(|e| {
             self.recording_error = Some(e);
-        }
+            false
+        });
         for (client, note) in self.bookmarks.drain(..) {
             match rec.bookmark(self.world.tick(), client, note) {
                 Ok(()) => self.metrics.bookmarks_recorded_total.fetch_add(1, Relaxed),
                 Err(_) => self.metrics.bookmarks_dropped_total.fetch_add(1, Relaxed),
             };
         }
+        checkpointed
     }
 
     /// WELCOMEs for this tick's joins, closes for refused ones, then every snapshot.
