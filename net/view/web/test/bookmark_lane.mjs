@@ -2,7 +2,7 @@
 // `node bookmark_lane.mjs URL OUT_DIR NOTE`. The timeline's bookmarks lane holds one event;
 // hovering it shows its note; clicking it lands on its tick. Prints the findings as one
 // JSON line (`what: "bookmark-lane"`) for the Rust side to check against the recording.
-import { check, launch, pageWithErrors } from "./launch.mjs";
+import { check, drawn, launch, pageWithErrors } from "./launch.mjs";
 
 const [url, out, note] = process.argv.slice(2);
 const browser = await launch();
@@ -11,7 +11,7 @@ try {
   const page = await pageWithErrors(browser, errors);
   await page.goto(url);
   await page.waitForFunction(() => window.migratory?.replay?.timeline && window.migratory.replay.markers?.complete, null, { timeout: 20000 });
-  await page.waitForTimeout(200); // a frame, so the lanes hold the markers and bookmarks
+  await drawn(page); // so the lanes hold the markers and bookmarks
   const lane = await page.evaluate(() => window.migratory.replay.timeline.lanes[4].map((e) => e[0]));
   check(lane.length === 1, `one bookmark on the timeline (${JSON.stringify(lane)})`);
   const box = await page.evaluate(() => { const b = document.getElementById("replay-events").getBoundingClientRect(); return [b.left, b.top]; });

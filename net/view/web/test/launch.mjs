@@ -24,3 +24,10 @@ export const fail = (msg) => { console.error(`FAIL: ${msg}`); process.exit(1); }
 
 /** A passed check says so on stdout; a failed one ends the test. */
 export const check = (ok, msg) => { if (!ok) fail(msg); console.log(`ok: ${msg}`); };
+
+/** Resolves after two animation frames: the page draws what an answer brought in the frame
+ * after it arrives, so a reading of what is drawn (counts, panels, lanes) waits for the
+ * frame under way and the next, whole one. */
+export function drawn(page) {
+  return page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
+}

@@ -3,7 +3,7 @@
 // drew from; then, at the last tick, inspects an avatar by clicking it, shows the view of
 // the first client, waits for the markers, and, if the server compares with another
 // recording, jumps to the first divergence. One JSON line per finding, with a "what".
-import { launch, pageWithErrors } from "./launch.mjs";
+import { drawn, launch, pageWithErrors } from "./launch.mjs";
 import { mkdirSync } from "node:fs";
 
 const [url, out, ...ticks] = process.argv.slice(2);
@@ -23,6 +23,7 @@ try {
   for (const t of ticks.map(Number)) {
     await seek(t);
     await page.waitForFunction((t) => window.migratory.replay.shown === t && window.migratory.drawn.entities > 0, t, { timeout: 10000 });
+    await drawn(page);
     const seen = await page.evaluate(() => ({ tick: window.migratory.replay.shown, drawn: window.migratory.drawn.entities, entities: window.migratory.replay.entities }));
     await page.screenshot({ path: `${out}/replay-tick-${t}.png` });
     say("state", seen);
@@ -82,6 +83,7 @@ try {
   // Of this tick: an answer for the same avatar at a tick shown earlier may still arrive first.
   await page.waitForFunction(([id, t]) => window.migratory.replay.inspected?.entity.id === id && window.migratory.replay.inspected.tick === t, [avatar.id, tick], { timeout: 10000 });
   const inspected = await page.evaluate(() => window.migratory.replay.inspected);
+  await drawn(page);
   const panel = await page.evaluate(() => document.getElementById("inspector").innerText);
   say("inspected", { picked: avatar.id, inspected, panel });
 
@@ -90,7 +92,7 @@ try {
   await page.waitForFunction(() => window.migratory.replay.pins[0]?.series, null, { timeout: 20000 });
   await page.click("#replay-step");
   await page.waitForFunction((t) => window.migratory.replay.shown === t + 1, tick, { timeout: 10000 });
-  await page.waitForTimeout(100);
+  await drawn(page);
   const pinned = await page.evaluate(() => {
     const p = window.migratory.replay.pins[0];
     return { id: p.id, field: p.field, from: p.from, to: p.to, series: p.series, shown: window.migratory.replay.shown, value: document.querySelector("#inspector .pin-value")?.textContent, polylines: document.querySelectorAll("#inspector svg polyline").length };
@@ -104,7 +106,7 @@ try {
   const client = await page.evaluate(() => window.migratory.replay.markers.clients[0].client);
   await page.selectOption("#replay-view", String(client));
   await page.waitForFunction((c) => window.migratory.replay.clientView?.client === c && !window.migratory.replay.clientView.missing, client, { timeout: 10000 });
-  await page.waitForTimeout(100); // a frame or two, so the drawn count is this view's
+  await drawn(page); // so the drawn count is this view's
   const cv = await page.evaluate(() => ({ view: window.migratory.replay.clientView, drawn: window.migratory.drawn.entities, camera: [window.migratory.camera.x_mm, window.migratory.camera.y_mm], follow: window.migratory.camera.follow }));
   await page.screenshot({ path: `${out}/replay-as-client.png` });
   say("client", cv);
@@ -113,11 +115,12 @@ try {
     await page.click("#replay-step");
     await page.waitForFunction(([c, t]) => window.migratory.replay.clientView?.client === c && window.migratory.replay.clientView.tick === t, [client, tick + k], { timeout: 10000 });
   }
-  await page.waitForTimeout(100);
+  await drawn(page);
   say("client-later", await page.evaluate(() => ({ view: window.migratory.replay.clientView, drawn: window.migratory.drawn.entities })));
   // Before it joined: the panel says so and when it joins, and nothing is logged as an error.
   await seek(0);
   await page.waitForFunction((c) => window.migratory.replay.clientView?.client === c && window.migratory.replay.clientView.tick === 0 && window.migratory.replay.clientView.missing, client, { timeout: 10000 });
+  await drawn(page);
   say("client-absent", { client, panel: await page.evaluate(() => document.getElementById("inspector").innerText) });
   await seek(tick);
   await page.waitForFunction((t) => window.migratory.replay.shown === t, tick, { timeout: 10000 });
@@ -151,7 +154,7 @@ try {
   if (d.status === "found") {
     await page.click("#replay-jump");
     await page.waitForFunction((t) => window.migratory.replay.shown === t, d.explained_at_tick, { timeout: 10000 });
-    await page.waitForTimeout(100);
+    await drawn(page);
     const highlighted = await page.evaluate(() => {
       const r = window.migratory.replay;
       return r.entities.filter((e) => r.highlight.has(e.id)).map((e) => e.id);
