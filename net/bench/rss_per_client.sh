@@ -3,9 +3,9 @@
 # `cargo build --release -p migratory-server -p migratory-bots`:  net/bench/rss_per_client.sh SERVER_BINARY
 # Starts the server with its defaults (no recording), reads its RSS, joins 1,000 bots for
 # 40 s and reads the RSS again 32 s in. Give two binaries in turn (before, after, before,
-# after) for a side-by-side figure.
+# after) for a side-by-side figure. SRV_ARGS adds serve options (e.g. "--shards 1 --config F").
 SRV=$1; W=$(mktemp -d)
-$SRV serve --listen 127.0.0.1:0 --no-record > $W/out 2> $W/err &
+$SRV serve --listen 127.0.0.1:0 --no-record ${SRV_ARGS:-} > $W/out 2> $W/err &
 SP=$!
 for i in $(seq 50); do grep -q listening $W/out && break; sleep 0.1; done
 URL=$(grep -o "ws://[^ ]*" $W/out)

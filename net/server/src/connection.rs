@@ -11,9 +11,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::send_queue;
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::{CloseFrame, Frame};
@@ -250,7 +250,7 @@ where
         };
         let terrain_cached = options.cached_terrain == Some(self.ctx.terrain_hash);
         let queue_len = self.ctx.backpressure.send_queue_max_messages as usize;
-        let (tx, rx) = mpsc::channel(queue_len);
+        let (tx, rx) = send_queue::channel(queue_len);
         if let Some(reclaim) = options.reclaim {
             return match self.reclaim(reclaim, terrain_cached, tx).await {
                 Ok(()) => self.session(rx).await,
@@ -284,7 +284,7 @@ where
         &mut self,
         reclaim: protocol::Reclaim,
         terrain_cached: bool,
-        queue: mpsc::Sender<Outbound>,
+        queue: send_queue::Sender<Outbound>,
     ) -> Result<(), Stop> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let event = NetEvent::Reclaim {
@@ -358,7 +358,7 @@ where
     }
 
     /// Joined (or joining): client messages become events; queued messages go out.
-    async fn session(&mut self, mut rx: mpsc::Receiver<Outbound>) -> Stop {
+    async fn session(&mut self, mut rx: send_queue::Receiver<Outbound>) -> Stop {
         let Some(shared) = self.shared.clone() else {
             return going_away(&self.ctx.fence);
         };

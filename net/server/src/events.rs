@@ -5,8 +5,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::send_queue::Sender;
 use migratory_wire::protocol::{CameraMsg, InputMsg, ReconnectToken};
-use tokio::sync::mpsc::Sender;
 use tokio::sync::{oneshot, Notify};
 use tokio_tungstenite::tungstenite::Bytes;
 

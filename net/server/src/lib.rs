@@ -31,6 +31,7 @@ pub mod metrics;
 pub mod reclaim;
 mod recorder;
 pub mod resume;
+mod send_queue;
 mod serve;
 pub mod ship;
 mod tick;

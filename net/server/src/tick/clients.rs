@@ -11,9 +11,9 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+use crate::send_queue::Sender;
 use migratory_kernel::{Input, World};
 use migratory_wire::protocol::{self, close_code, CameraMsg, InputMsg, ReconnectToken, Welcome};
-use tokio::sync::mpsc::Sender;
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::Bytes;
 
@@ -152,7 +152,7 @@ impl TickLoop {
                 continue;
             };
             // A closed queue: nothing is sent until a reclaim brings a connection.
-            let (queue, _) = tokio::sync::mpsc::channel(1);
+            let (queue, _) = crate::send_queue::channel(1);
             let mut c = TickClient::new(Arc::new(ClientShared::new(client)), queue);
             c.state = JoinState::Detached {
                 leave_tick: tick.saturating_add(self.settings.reconnect_grace_ticks),

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use crate::send_queue::TrySendError;
 use migratory_kernel::{Input, TickInputs, ViewEntry, World, VIEW_ENTITIES_MAX};
-use tokio::sync::mpsc::error::TrySendError;
 use tokio_tungstenite::tungstenite::Bytes;
 
 use crate::config::BackpressureSection;
@@ -504,7 +504,7 @@ impl TickLoop {
             let message = Bytes::from(protocol::encode_snapshot(f.bytes));
             match c.queue.try_send(Outbound::Snapshot { message }) {
                 Ok(()) => {
-                    let depth = c.queue.max_capacity() - c.queue.capacity();
+                    let depth = c.queue.len();
                     c.shared.queue_depth_hwm.fetch_max(depth, Relaxed);
                 }
                 Err(TrySendError::Full(_)) => overflowed(c, f.client, out.tick, bp, m),
