@@ -81,9 +81,19 @@ pub(crate) struct ClientStream {
     pub interest: Vec<Interest>,
     /// blake3 of all of the above, refreshed by every build.
     pub digest: [u8; 32],
-    /// The snapshot of this client's latest snapshot (output, not state).
-    pub snapshot: Vec<u8>,
+    /// Where this client's latest snapshot lies in the bytes of the shard that built it
+    /// (output, not state): a shard's buffer holds all of its builds of one tick, so no
+    /// client keeps a snapshot-sized buffer of its own.
+    pub snapshot_at: SnapshotAt,
     pub snapshot_digest: [u8; 32],
+}
+
+/// A snapshot's place in `SnapshotScratch::bytes` of shard `shard`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SnapshotAt {
+    pub shard: u32,
+    pub start: u32,
+    pub len: u32,
 }
 
 /// Borrowed world data a snapshot build reads.
@@ -128,13 +138,19 @@ pub(crate) struct SnapshotScratch {
     removed: Vec<u32>,
     updates: Vec<(Option<ViewEntry>, ViewEntry)>,
     interest: Vec<Interest>,
+    /// The snapshot being encoded.
+    encoded: Vec<u8>,
+    /// This shard's index, and the snapshots it built this tick, one after another
+    /// (`ClientStream::snapshot_at` says where): emptied before each tick's builds.
+    pub shard: u32,
+    pub bytes: Vec<u8>,
     /// The last byte of the snapshot this shard built before (planted `stale-scratch`).
     #[cfg(feature = "planted-faults")]
     stale_byte: u8,
 }
 
 impl SnapshotScratch {
-    pub fn new() -> Self {
+    pub fn new(shard: u32) -> Self {
         let n = VIEW_ENTITIES_MAX;
         SnapshotScratch {
             near: Vec::with_capacity(8 * n),
@@ -149,6 +165,9 @@ impl SnapshotScratch {
             removed: Vec::with_capacity(n),
             updates: Vec::with_capacity(n),
             interest: Vec::with_capacity(n),
+            encoded: Vec::new(),
+            shard,
+            bytes: Vec::new(),
             #[cfg(feature = "planted-faults")]
             stale_byte: 0,
         }
@@ -193,7 +212,7 @@ impl ClientStream {
             arena_window_builds: 0,
             interest: Vec::with_capacity(VIEW_ENTITIES_MAX),
             digest: [0; 32],
-            snapshot: Vec::with_capacity(budget_cap_bytes as usize),
+            snapshot_at: SnapshotAt::default(),
             snapshot_digest: [0; 32],
         };
         s.refresh_digest();
@@ -334,7 +353,8 @@ impl ClientStream {
         self.digest = *h.finalize().as_bytes();
     }
 
-    /// Builds this client's snapshot for `ctx.tick` into `self.snapshot` and advances the stream.
+    /// Builds this client's snapshot for `ctx.tick`, appends it to `sc.bytes` (where
+    /// `self.snapshot_at` finds it), and advances the stream.
     pub fn build(
         &mut self,
         ctx: &SnapshotContext<'_>,
@@ -567,16 +587,22 @@ impl ClientStream {
         #[cfg(feature = "planted-faults")]
         let skipped = self.plant_before_encoding(ctx, sc, acked_tick);
         #[allow(unused_variables)]
-        let payload_bits = codec::encode_snapshot(&mut self.snapshot, &header, &sc.removed, &sc.updates);
+        let payload_bits = codec::encode_snapshot(&mut sc.encoded, &header, &sc.removed, &sc.updates);
         #[cfg(feature = "planted-faults")]
-        self.plant_after_encoding(ctx, sc, skipped, payload_bits);
+        Self::plant_after_encoding(ctx, sc, skipped, payload_bits);
+        let len = sc.encoded.len();
         assert!(
-            self.snapshot.len() as u64 <= budget_bytes,
-            "snapshot of {} bytes over its budget of {budget_bytes}",
-            self.snapshot.len()
+            len as u64 <= budget_bytes,
+            "snapshot of {len} bytes over its budget of {budget_bytes}"
         );
-        self.tokens_bytes -= self.snapshot.len() as u32;
-        self.snapshot_digest = *blake3::hash(&self.snapshot).as_bytes();
+        self.tokens_bytes -= len as u32;
+        self.snapshot_digest = *blake3::hash(&sc.encoded).as_bytes();
+        self.snapshot_at = SnapshotAt {
+            shard: sc.shard,
+            start: u32::try_from(sc.bytes.len()).expect("a shard's snapshots of one tick fit 4 GiB"),
+            len: len as u32,
+        };
+        sc.bytes.extend_from_slice(&sc.encoded);
 
         // 6. Remember what the client will hold after this snapshot: the baseline without the
         // removed ids, with the updates applied.
@@ -653,7 +679,6 @@ impl ClientStream {
     /// `stale-baseline`: the left-out update is remembered as sent all the same.
     /// `stale-scratch`: the padding bits of the last byte come from the shard's scratch.
     fn plant_after_encoding(
-        &mut self,
         ctx: &SnapshotContext<'_>,
         sc: &mut SnapshotScratch,
         skipped: Option<(usize, (Option<ViewEntry>, ViewEntry))>,
@@ -664,7 +689,7 @@ impl ClientStream {
         }
         if ctx.planted == Some(crate::planted::PlantedFault::StaleScratch) {
             let pad_bits = ((8 - payload_bits % 8) % 8) as u32;
-            if let Some(last) = self.snapshot.last_mut() {
+            if let Some(last) = sc.encoded.last_mut() {
                 if pad_bits > 0 {
                     *last |= sc.stale_byte & (0xffu8 << (8 - pad_bits));
                 }

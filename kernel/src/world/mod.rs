@@ -211,7 +211,7 @@ impl World {
             avatars: Vec::with_capacity(slots),
             grid_avatars: Vec::with_capacity(slots),
             pool,
-            scratch: (0..shards).map(|_| ShardScratch::new()).collect(),
+            scratch: (0..shards).map(|s| ShardScratch::new(s as u32)).collect(),
             input_order: Vec::with_capacity(1024),
             due_viewers: Vec::with_capacity(slots),
             caught: Vec::with_capacity(64),

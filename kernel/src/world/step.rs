@@ -34,9 +34,9 @@ pub(super) struct ShardScratch {
 }
 
 impl ShardScratch {
-    pub(super) fn new() -> ShardScratch {
+    pub(super) fn new(shard: u32) -> ShardScratch {
         ShardScratch {
-            snapshot: SnapshotScratch::new(),
+            snapshot: SnapshotScratch::new(shard),
             anchors: vec![Boid::default(); BOIDS_PER_CHUNK],
         }
     }
@@ -251,6 +251,7 @@ impl World {
             self.pool.run(&|s| {
                 // SAFETY: scratch s belongs to shard s alone.
                 let sc = unsafe { scratch.get_mut(s) };
+                sc.snapshot.bytes.clear();
                 // The leaves to rehash, numbered in order; shard s takes every shards-th.
                 let due = (0..layout.think_interval_ticks())
                     .filter(|g| groups & (1 << g) != 0)
@@ -318,9 +319,15 @@ impl World {
                 continue;
             };
             let client = self.players[a.slot as usize].client;
-            out.push_snapshot(client, a.slot, &stream.snapshot);
+            let at = stream.snapshot_at;
+            let bytes = &self.scratch[at.shard as usize].snapshot.bytes;
+            out.push_snapshot(
+                client,
+                a.slot,
+                &bytes[at.start as usize..(at.start + at.len) as usize],
+            );
             fh.update(&client.to_le_bytes());
-            fh.update(&(stream.snapshot.len() as u32).to_le_bytes());
+            fh.update(&at.len.to_le_bytes());
             fh.update(&stream.snapshot_digest);
         }
         out.snapshots_root = *fh.finalize().as_bytes();
