@@ -454,12 +454,14 @@ fn build_world(config: &ServerConfig, options: &ServeOptions) -> Result<(World, 
 /// The WebSocket settings of every connection.
 fn ws_config(frame_max_bytes: u32, client_message_max_bytes: u32) -> WebSocketConfig {
     // A message longer than this is read over several reads, so it bounds nothing.
-    const CLIENT_READ_BUFFER_BYTES: usize = 1024;
+    const CLIENT_READ_BUFFER_BYTES: usize = 256;
     let frame_max = frame_max_bytes as usize;
     WebSocketConfig::default()
         // A small read buffer: the default 128 KiB is zero-filled per read and kept per
-        // connection. Client messages are at most `max_client_message_bytes` (512), so 1 KiB
-        // holds a burst of them; 4 KiB was 4.1 MB of heap with 1,000 clients (heaptrack).
+        // connection. A client sends one short message per snapshot (an INPUT_ACK is tens
+        // of bytes), so 256 bytes holds several, and a longer one (at most
+        // `max_client_message_bytes`) is read over several reads; with 1,000 clients 4 KiB
+        // was 4.1 MB of heap and 1 KiB 1.0 MB (heaptrack).
         .read_buffer_size(CLIENT_READ_BUFFER_BYTES)
         // Write each message straight through; the queue upstream does the buffering.
         .write_buffer_size(0)
