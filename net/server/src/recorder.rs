@@ -217,8 +217,9 @@ fn write_jobs(mut writer: Writer, rx: Receiver<Job>, metrics: &Metrics) -> std::
 /// blocks it builds (a few vectors of borrowed views; before they were archived in place,
 /// a copy of every view and interest list) then live in that thread's heap, which holds
 /// nothing else and goes back to the OS when they are freed. Built on the tick thread,
-/// the copy's blocks were freed among the tick thread's longer-lived ones, and RSS rose in steps at some checkpoints and stayed: 1,000 bots,
-/// 4-minute holds recorded, 1.44 / 1.70 % drift on 2 shards and 0.93 % on 1; 0.009 % this way.
+/// the copy's blocks were freed among the tick thread's longer-lived ones, and RSS rose in
+/// steps at some checkpoints and stayed: 1,000 bots, 4-minute holds recorded, 1.44 /
+/// 1.70 % drift on 2 shards and 0.93 % on 1; 0.009 % this way.
 /// The price is one thread started every `checkpoint_interval_ticks`.
 fn save_checkpoint_apart(world: &World) -> UnsealedCheckpoint {
     std::thread::scope(|s| s.spawn(|| save_checkpoint_unsealed(world)).join())

@@ -79,10 +79,11 @@ pub fn channel<T>(messages_max: usize) -> (Sender<T>, Receiver<T>) {
 }
 
 impl<T> Sender<T> {
-    /// Queues `message` unless the queue is full or its receiver is gone; never blocks
-    /// beyond the other side's push or pop.
-    pub fn try_send(&self, message: T) -> Result<(), TrySendError<T>> {
-        {
+    /// Queues `message` unless the queue is full or its receiver is gone, and answers how
+    /// many messages the queue then holds (taken under the same lock as the push); never
+    /// blocks beyond the other side's push or pop.
+    pub fn try_send(&self, message: T) -> Result<usize, TrySendError<T>> {
+        let depth = {
             let mut s = self.shared.lock();
             if !s.receiver_alive {
                 return Err(TrySendError::Closed(message));
@@ -91,14 +92,16 @@ impl<T> Sender<T> {
                 return Err(TrySendError::Full(message));
             }
             s.messages.push_back(message);
-        }
+            s.messages.len()
+        };
         // A permit is stored when the receiver is not waiting yet, so no wake is lost.
         self.shared.wake.notify_one();
-        Ok(())
+        Ok(depth)
     }
 
     /// Messages queued and not yet taken.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.shared.lock().messages.len()
     }
 }
@@ -145,12 +148,12 @@ mod tests {
     #[tokio::test]
     async fn messages_come_out_in_order_and_a_full_queue_hands_the_message_back() {
         let (tx, mut rx) = channel(2);
-        assert_eq!(tx.try_send(1), Ok(()));
-        assert_eq!(tx.try_send(2), Ok(()));
+        assert_eq!(tx.try_send(1), Ok(1));
+        assert_eq!(tx.try_send(2), Ok(2));
         assert_eq!(tx.try_send(3), Err(TrySendError::Full(3)));
         assert_eq!(tx.len(), 2);
         assert_eq!(rx.recv().await, Some(1));
-        assert_eq!(tx.try_send(4), Ok(()));
+        assert_eq!(tx.try_send(4), Ok(2));
         assert_eq!(rx.recv().await, Some(2));
         assert_eq!(rx.recv().await, Some(4));
         assert_eq!(tx.len(), 0);

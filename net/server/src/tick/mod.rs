@@ -503,8 +503,7 @@ impl TickLoop {
             }
             let message = Bytes::from(protocol::encode_snapshot(f.bytes));
             match c.queue.try_send(Outbound::Snapshot { message }) {
-                Ok(()) => {
-                    let depth = c.queue.len();
+                Ok(depth) => {
                     c.shared.queue_depth_hwm.fetch_max(depth, Relaxed);
                 }
                 Err(TrySendError::Full(_)) => overflowed(c, f.client, out.tick, bp, m),
