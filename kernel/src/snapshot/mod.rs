@@ -6,7 +6,7 @@
 pub(crate) mod codec;
 mod decoder;
 pub(crate) mod stream;
-mod view;
+pub(crate) mod view;
 
 pub use codec::{decode_snapshot_header, DecodeError, SnapshotHeader};
 pub use decoder::ClientDecoder;

@@ -1,8 +1,8 @@
 //! Writer/reader round trips of random input streams (valid and invalid inputs) with random
 //! block sizes and checkpoint intervals.
 
-use migratory_kernel::{Input, TickInputs, World};
-use migratory_replay::format::{Chain, RecordKind, WriterOptions};
+use migratory_kernel::{Input, TickInputs, World, CHECKPOINT_VERSION_COMPACT, CHECKPOINT_VERSION_RAW};
+use migratory_replay::format::{Chain, RecordKind, WriterOptions, FORMAT_VERSION};
 use migratory_replay::{tools, Recording};
 use proptest::prelude::*;
 
@@ -235,4 +235,47 @@ fn a_final_checkpoint_of_another_tick_is_refused() {
     world.step(&TickInputs::default());
     let err = writer.finish_with_checkpoint(&world).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+}
+
+/// A recording's checkpoints as stored: each one's kernel checkpoint format version, and
+/// whether it restores the state the recording's roots say it holds.
+fn stored_checkpoints(bytes: &[u8]) -> Vec<(u32, bool)> {
+    let rec = Recording::from_bytes(bytes.to_vec()).unwrap();
+    let roots: std::collections::BTreeMap<u32, [u8; 32]> = recorded_ticks(&rec)
+        .iter()
+        .map(|t| (t.tick, t.state_root))
+        .collect();
+    rec.checkpoints()
+        .map(|f| {
+            let at = f.offset as usize + 32;
+            let stored =
+                zstd::bulk::decompress(&bytes[at..at + f.payload_bytes as usize], 256 << 20).unwrap();
+            let version = u32::from_le_bytes(stored[4..8].try_into().unwrap());
+            let root = rec.restore_checkpoint(f, 2).unwrap().state_root();
+            (version, roots.get(&f.first_tick) == Some(&root))
+        })
+        .collect()
+}
+
+/// From format 4 on a recording stores its checkpoints compact (kernel checkpoint format
+/// 3); the corpora, of format 1, store them raw (format 2). Both restore the recorded state.
+#[test]
+fn checkpoints_are_stored_compact_and_raw_ones_of_old_recordings_still_restore() {
+    let new = crate::small_recording();
+    assert_eq!(
+        Recording::from_bytes(new.to_vec()).unwrap().format_version,
+        FORMAT_VERSION
+    );
+    assert_eq!(
+        stored_checkpoints(new),
+        vec![(CHECKPOINT_VERSION_COMPACT, true); 2]
+    );
+    let old = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../corpora/small.mrec")).unwrap();
+    assert_eq!(Recording::from_bytes(old.clone()).unwrap().format_version, 1);
+    let found = stored_checkpoints(&old);
+    assert!(!found.is_empty());
+    assert!(
+        found.iter().all(|&c| c == (CHECKPOINT_VERSION_RAW, true)),
+        "{found:?}"
+    );
 }
