@@ -89,6 +89,7 @@ proptest! {
         let compact = compact_checkpoint(&bytes).unwrap();
         prop_assert_eq!(&compact[4..8], &3u32.to_le_bytes()[..]);
         prop_assert!(compact_checkpoint(&compact).unwrap() == compact, "compacting twice changed the bytes");
+        prop_assert!(save_checkpoint_unsealed(&first).compact().unwrap() == compact, "the recorder's compact differs");
         let mut from_compact = restore_checkpoint(&compact, shards).unwrap();
         prop_assert!(save_checkpoint(&from_compact) == bytes, "compact checkpoint at tick {} restores another world", at);
         let rest = run(&mut from_compact, &stream[at..]);

@@ -5,8 +5,9 @@
 //! On the tick thread, a second's block of 1,000 clients' inputs took 2 ms to encode and
 //! compress, and a checkpoint 18 ms (longer than a tick at 60 Hz); what stays on it is
 //! archiving the world into the checkpoint's bytes (461 us for 1,000 clients in
-//! `headless 600 2 1000 5000 2`, over the streams' own views; its checksum is computed
-//! here).
+//! `headless 600 2 1000 5000 2`, over the streams' own views). Here the raw checkpoint is
+//! compacted (`UnsealedCheckpoint::compact`, about 12 ms at 1,000 clients) without ever
+//! being hashed, and zstd then takes 1.2 ms instead of 14.
 
 use std::fs::{File, OpenOptions};
 use std::io::BufWriter;
@@ -191,7 +192,9 @@ fn write_jobs(mut writer: Writer, rx: Receiver<Job>, metrics: &Metrics) -> std::
                 roots,
                 checkpoint,
             } => {
-                let checkpoint = checkpoint.map(UnsealedCheckpoint::seal);
+                // Compacted here, so the writer (which stores checkpoints compact) takes them
+                // as they are.
+                let checkpoint = checkpoint.map(compact).transpose()?;
                 writer.record_tick_parts(inputs, &roots, checkpoint.as_deref())?
             }
             // A note the format cannot keep is cut short by the protocol already (200 of
@@ -203,7 +206,10 @@ fn write_jobs(mut writer: Writer, rx: Receiver<Job>, metrics: &Metrics) -> std::
                 r => r?,
             },
             Job::Finish { tick, checkpoint } => {
-                let checkpoint = writer.final_checkpoint_needed(tick).then(|| checkpoint.seal());
+                let checkpoint = match writer.final_checkpoint_needed(tick) {
+                    true => Some(compact(checkpoint)?),
+                    false => None,
+                };
                 writer.finish_with_checkpoint_bytes(tick, checkpoint.as_deref())?;
                 return Ok(());
             }
@@ -211,6 +217,13 @@ fn write_jobs(mut writer: Writer, rx: Receiver<Job>, metrics: &Metrics) -> std::
         metrics.recording_bytes.store(writer.bytes_written(), Relaxed);
     }
     Ok(())
+}
+
+/// A checkpoint's compact bytes (what the writer stores), never sealing the raw ones.
+fn compact(checkpoint: UnsealedCheckpoint) -> std::io::Result<Vec<u8>> {
+    checkpoint
+        .compact()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 /// `save_checkpoint_unsealed` on a thread of its own while the tick thread waits. The
