@@ -427,16 +427,24 @@ fn table_for(tick_count: usize, entity_count: usize) -> Result<Vec<u32>, Checkpo
     }
 }
 
-/// A view's ids against the next newer view's (see `view_ids` in the module doc).
+/// A view's ids against the next newer view's (see `view_ids` in the module doc), in one
+/// merge of the two ascending lists.
 fn put_view_ids(out: &mut Vec<u8>, newer: &[u32], ids: &[u32]) -> Result<(), CheckpointError> {
-    let lacks: Vec<u32> = (0..newer.len() as u32)
-        .filter(|&i| ids.binary_search(&newer[i as usize]).is_err())
-        .collect();
-    let adds: Vec<u32> = ids
-        .iter()
-        .copied()
-        .filter(|id| newer.binary_search(id).is_err())
-        .collect();
+    let (mut lacks, mut adds) = (Vec::new(), Vec::new());
+    let (mut i, mut j) = (0, 0);
+    while i < newer.len() || j < ids.len() {
+        match (newer.get(i), ids.get(j)) {
+            (Some(a), Some(b)) if a == b => (i, j) = (i + 1, j + 1),
+            (Some(a), b) if b.is_none_or(|b| a < b) => {
+                lacks.push(i as u32);
+                i += 1;
+            }
+            (_, b) => {
+                adds.extend(b.copied());
+                j += 1;
+            }
+        }
+    }
     put(out, lacks.len() as u32);
     put_gaps(out, &lacks)?;
     put(out, adds.len() as u32);

