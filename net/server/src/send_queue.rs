@@ -5,11 +5,14 @@
 //! 32 and keeps up to two such blocks: 3.1 KB of heap per client with 1,000 clients
 //! (heaptrack), where this queue keeps about 0.3 KB (its shared part, and a buffer as deep
 //! as the queue has been). The queue is a mutex that the two sides take for a push or a
-//! pop, never across an await, and a `Notify` that wakes the receiver.
+//! pop, never across an await; the receiver leaves its waker under it when it finds the
+//! queue empty, and the push that finds the waker there takes it and wakes it. (A tokio
+//! `Notify` did the waking before: its permit and waiter list cost more atomics a message,
+//! and polling it was about 3 % of the server's CPU with 1,000 bots.)
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
-use tokio::sync::Notify;
+use std::task::{Poll, Waker};
 
 /// Why `try_send` handed the message back.
 #[derive(Debug, PartialEq, Eq)]
@@ -24,11 +27,12 @@ struct State<T> {
     messages: VecDeque<T>,
     sender_alive: bool,
     receiver_alive: bool,
+    /// The receiver's waker, while it waits on an empty queue.
+    receiver_waker: Option<Waker>,
 }
 
 struct Shared<T> {
     state: Mutex<State<T>>,
-    wake: Notify,
     messages_max: usize,
 }
 
@@ -66,8 +70,8 @@ pub fn channel<T>(messages_max: usize) -> (Sender<T>, Receiver<T>) {
             messages: VecDeque::new(),
             sender_alive: true,
             receiver_alive: true,
+            receiver_waker: None,
         }),
-        wake: Notify::new(),
         messages_max,
     });
     (
@@ -83,7 +87,7 @@ impl<T> Sender<T> {
     /// many messages the queue then holds (taken under the same lock as the push); never
     /// blocks beyond the other side's push or pop.
     pub fn try_send(&self, message: T) -> Result<usize, TrySendError<T>> {
-        let depth = {
+        let (depth, waiting) = {
             let mut s = self.shared.lock();
             if !s.receiver_alive {
                 return Err(TrySendError::Closed(message));
@@ -92,10 +96,13 @@ impl<T> Sender<T> {
                 return Err(TrySendError::Full(message));
             }
             s.messages.push_back(message);
-            s.messages.len()
+            (s.messages.len(), s.receiver_waker.take())
         };
-        // A permit is stored when the receiver is not waiting yet, so no wake is lost.
-        self.shared.wake.notify_one();
+        // Woken outside the lock. A receiver that has not registered yet will find the
+        // message under the lock before it would wait, so no wake is lost.
+        if let Some(w) = waiting {
+            w.wake();
+        }
         Ok(depth)
     }
 
@@ -108,8 +115,14 @@ impl<T> Sender<T> {
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        self.shared.lock().sender_alive = false;
-        self.shared.wake.notify_one();
+        let waiting = {
+            let mut s = self.shared.lock();
+            s.sender_alive = false;
+            s.receiver_waker.take()
+        };
+        if let Some(w) = waiting {
+            w.wake();
+        }
     }
 }
 
@@ -117,18 +130,21 @@ impl<T> Receiver<T> {
     /// The next message; `None` once the sender is gone and the queue is empty. Cancel
     /// safe: a message is taken only by the call that returns it.
     pub async fn recv(&mut self) -> Option<T> {
-        loop {
-            {
-                let mut s = self.shared.lock();
-                if let Some(m) = s.messages.pop_front() {
-                    return Some(m);
-                }
-                if !s.sender_alive {
-                    return None;
-                }
+        std::future::poll_fn(|cx| {
+            let mut s = self.shared.lock();
+            if let Some(m) = s.messages.pop_front() {
+                return Poll::Ready(Some(m));
             }
-            self.shared.wake.notified().await;
-        }
+            if !s.sender_alive {
+                return Poll::Ready(None);
+            }
+            match &s.receiver_waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => s.receiver_waker = Some(cx.waker().clone()),
+            }
+            Poll::Pending
+        })
+        .await
     }
 }
 
@@ -136,6 +152,7 @@ impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
         let mut s = self.shared.lock();
         s.receiver_alive = false;
+        s.receiver_waker = None;
         // What was queued will never be sent: free it now, not with the sender.
         s.messages = VecDeque::new();
     }
@@ -166,6 +183,18 @@ mod tests {
         drop(tx);
         assert_eq!(rx.recv().await, Some("a"));
         assert_eq!(rx.recv().await, None);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_receiver_is_woken_when_the_sender_goes() {
+        let (tx, mut rx) = channel::<u32>(4);
+        let dropper = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            drop(tx);
+        });
+        let got = tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv()).await;
+        assert_eq!(got, Ok(None), "the sender's drop wakes the receiver");
+        dropper.join().unwrap();
     }
 
     #[test]
