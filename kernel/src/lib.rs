@@ -41,8 +41,8 @@ mod zones;
 pub use boids::Boid;
 pub use checkpoint::{
     compact_checkpoint, restore_checkpoint, restore_checkpoint_any_rules, restore_checkpoint_with_terrain,
-    save_checkpoint, save_checkpoint_unsealed, CheckpointError, UnsealedCheckpoint, CHECKPOINT_VERSION,
-    CHECKPOINT_VERSION_COMPACT, CHECKPOINT_VERSION_RAW,
+    save_checkpoint, save_checkpoint_unsealed, save_checkpoint_unsealed_into, CheckpointError,
+    UnsealedCheckpoint, CHECKPOINT_VERSION, CHECKPOINT_VERSION_COMPACT, CHECKPOINT_VERSION_RAW,
 };
 pub use config::{
     ConfigError, FlockingConfig, PlayerConfig, WorldConfig, BOID_COUNT_MAX, CLIENT_SLOTS_MAX,

@@ -213,6 +213,13 @@ pub fn save_checkpoint(world: &World) -> Vec<u8> {
 pub struct UnsealedCheckpoint(Vec<u8>);
 
 impl UnsealedCheckpoint {
+    /// Bytes of the buffer the checkpoint was archived into (it is reserved for a bound
+    /// on the archive): what a buffer handed to `save_checkpoint_unsealed_into` for the
+    /// next checkpoint of the world should hold, so that it is not reallocated.
+    pub fn buffer_bytes(&self) -> usize {
+        self.0.capacity()
+    }
+
     /// The checkpoint's bytes, exactly as `save_checkpoint` gives them.
     pub fn seal(mut self) -> Vec<u8> {
         let checksum = *blake3::hash(&self.0[HEADER_BYTES..]).as_bytes();
@@ -237,6 +244,15 @@ fn saved_players(world: &World) -> Vec<crate::player::Player> {
 
 /// `save_checkpoint` without the checksum (see `UnsealedCheckpoint`).
 pub fn save_checkpoint_unsealed(world: &World) -> UnsealedCheckpoint {
+    save_checkpoint_unsealed_into(world, Vec::new())
+}
+
+/// `save_checkpoint_unsealed` into `buffer` (its contents are dropped), whose capacity is
+/// used when it is enough. The bytes are the same whatever the buffer. A fresh 7 MB buffer
+/// costs the thread that fills it about 1,000 page faults (1,000 clients: 2.2 ms where a
+/// warm one takes 0.5), so a live server hands in one whose pages were touched ahead of
+/// the checkpoint, off the tick thread.
+pub fn save_checkpoint_unsealed_into(world: &World, buffer: Vec<u8>) -> UnsealedCheckpoint {
     assert!(
         !world.is_detached(),
         "a world stepped entities-only has no client streams to checkpoint"
@@ -253,7 +269,9 @@ pub fn save_checkpoint_unsealed(world: &World) -> UnsealedCheckpoint {
     // same as an archive of its own (the golden test holds a checkpoint's hash).
     const _: () = assert!(HEADER_BYTES % 8 == 0);
     let capacity = HEADER_BYTES + archive_bytes_max(&state);
-    let mut out = Vec::with_capacity(capacity);
+    let mut out = buffer;
+    out.clear();
+    out.reserve(capacity);
     out.resize(HEADER_BYTES, 0);
     let mut out = rkyv::api::high::to_bytes_in::<_, rancor::Error>(&state, out)
         .expect("serializing plain data into memory cannot fail");

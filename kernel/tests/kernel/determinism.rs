@@ -3,7 +3,8 @@
 use super::{assert_same_run, run, scripted, small_config};
 use migratory_kernel::{
     compact_checkpoint, restore_checkpoint, restore_checkpoint_with_terrain, save_checkpoint,
-    save_checkpoint_unsealed, CheckpointError, Input, ScriptConfig, TickInputs, World,
+    save_checkpoint_unsealed, save_checkpoint_unsealed_into, CheckpointError, Input, ScriptConfig,
+    TickInputs, World,
 };
 use proptest::prelude::*;
 
@@ -79,6 +80,10 @@ proptest! {
         // The live server's split (copy on the tick thread, checksum on the writer's) gives
         // the same bytes.
         prop_assert!(save_checkpoint_unsealed(&first).seal() == bytes, "sealed bytes differ at tick {}", at);
+        // Into a used buffer, small or large, the bytes are the same.
+        for buffer in [vec![0xab; 7], vec![0xcd; bytes.len() * 2]] {
+            prop_assert!(save_checkpoint_unsealed_into(&first, buffer).seal() == bytes, "bytes differ in a used buffer at tick {}", at);
+        }
         let mut restored = restore_checkpoint(&bytes, shards).unwrap();
         prop_assert_eq!(restored.tick() as usize, at);
         prop_assert_eq!(restored.state_root(), expected[at - 1].0, "restored root differs at tick {}", at);
