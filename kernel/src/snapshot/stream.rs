@@ -138,8 +138,6 @@ pub(crate) struct SnapshotScratch {
     removed: Vec<u32>,
     updates: Vec<(Option<ViewEntry>, ViewEntry)>,
     interest: Vec<Interest>,
-    /// The snapshot being encoded.
-    encoded: Vec<u8>,
     /// This shard's index, and the snapshots it built this tick, one after another
     /// (`ClientStream::snapshot_at` says where): emptied before each tick's builds.
     pub shard: u32,
@@ -165,7 +163,6 @@ impl SnapshotScratch {
             removed: Vec::with_capacity(n),
             updates: Vec::with_capacity(n),
             interest: Vec::with_capacity(n),
-            encoded: Vec::new(),
             shard,
             bytes: Vec::new(),
             #[cfg(feature = "planted-faults")]
@@ -587,22 +584,23 @@ impl ClientStream {
         #[cfg(feature = "planted-faults")]
         let skipped = self.plant_before_encoding(ctx, sc, acked_tick);
         #[allow(unused_variables)]
-        let payload_bits = codec::encode_snapshot(&mut sc.encoded, &header, &sc.removed, &sc.updates);
+        let start = sc.bytes.len();
+        let payload_bits = codec::append_snapshot(&mut sc.bytes, &header, &sc.removed, &sc.updates);
         #[cfg(feature = "planted-faults")]
         Self::plant_after_encoding(ctx, sc, skipped, payload_bits);
-        let len = sc.encoded.len();
+        let snapshot = &sc.bytes[start..];
+        let len = snapshot.len();
         assert!(
             len as u64 <= budget_bytes,
             "snapshot of {len} bytes over its budget of {budget_bytes}"
         );
         self.tokens_bytes -= len as u32;
-        self.snapshot_digest = *blake3::hash(&sc.encoded).as_bytes();
+        self.snapshot_digest = *blake3::hash(snapshot).as_bytes();
         self.snapshot_at = SnapshotAt {
             shard: sc.shard,
-            start: u32::try_from(sc.bytes.len()).expect("a shard's snapshots of one tick fit 4 GiB"),
+            start: u32::try_from(start).expect("a shard's snapshots of one tick fit 4 GiB"),
             len: len as u32,
         };
-        sc.bytes.extend_from_slice(&sc.encoded);
 
         // 6. Remember what the client will hold after this snapshot: the baseline without the
         // removed ids, with the updates applied.
@@ -689,7 +687,8 @@ impl ClientStream {
         }
         if ctx.planted == Some(crate::planted::PlantedFault::StaleScratch) {
             let pad_bits = ((8 - payload_bits % 8) % 8) as u32;
-            if let Some(last) = sc.encoded.last_mut() {
+            // The snapshot just appended ends the shard's bytes.
+            if let Some(last) = sc.bytes.last_mut() {
                 if pad_bits > 0 {
                     *last |= sc.stale_byte & (0xffu8 << (8 - pad_bits));
                 }

@@ -433,13 +433,28 @@ fn disjoint_ascending(a: &[u32], b: impl Iterator<Item = u32>) -> bool {
     true
 }
 
-/// Encodes one snapshot into `out`, which is cleared first. `removed` holds the ids to
-/// remove from the baseline, ascending; `updates` holds (baseline entry if the client
-/// has one, new entry), ascending by the new entry's id. A delta's baseline entry must
-/// have the same id and kind. Delta positions are coded against [`predict`] over the
-/// header's tick minus its baseline tick. Only `out` grows; nothing else is allocated.
-/// Returns the bits of the payload after the header, padding excluded.
+/// Encodes one snapshot into `out`, which is cleared first (`append_snapshot` after a
+/// clear), for the tests that encode one snapshot at a time. Returns the bits of the
+/// payload after the header, padding excluded.
+#[cfg(test)]
 pub fn encode_snapshot(
+    out: &mut Vec<u8>,
+    header: &SnapshotHeader,
+    removed: &[u32],
+    updates: &[(Option<ViewEntry>, ViewEntry)],
+) -> u64 {
+    out.clear();
+    append_snapshot(out, header, removed, updates)
+}
+
+/// Encodes one snapshot at the end of `out` (a shard's builds of a tick go one after
+/// another into one buffer). `removed` holds the ids to remove from the baseline,
+/// ascending; `updates` holds (baseline entry if the client has one, new entry),
+/// ascending by the new entry's id. A delta's baseline entry must have the same id and
+/// kind. Delta positions are coded against [`predict`] over the header's tick minus its
+/// baseline tick. Only `out` grows; nothing else is allocated. Returns the bits of the
+/// payload after the header, padding excluded.
+pub fn append_snapshot(
     out: &mut Vec<u8>,
     header: &SnapshotHeader,
     removed: &[u32],
@@ -460,7 +475,6 @@ pub fn encode_snapshot(
         "a full snapshot can only insert"
     );
 
-    out.clear();
     out.push(SNAPSHOT_FORMAT_VERSION);
     out.extend_from_slice(&header.tick.to_le_bytes());
     out.extend_from_slice(&header.baseline_tick.unwrap_or(NO_BASELINE).to_le_bytes());
