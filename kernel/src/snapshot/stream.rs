@@ -583,8 +583,8 @@ impl ClientStream {
         };
         #[cfg(feature = "planted-faults")]
         let skipped = self.plant_before_encoding(ctx, sc, acked_tick);
-        #[allow(unused_variables)]
         let start = sc.bytes.len();
+        #[allow(unused_variables)]
         let payload_bits = codec::append_snapshot(&mut sc.bytes, &header, &sc.removed, &sc.updates);
         #[cfg(feature = "planted-faults")]
         Self::plant_after_encoding(ctx, sc, skipped, payload_bits);
