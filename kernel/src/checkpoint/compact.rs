@@ -81,11 +81,34 @@ struct Packed {
 struct WorldAtTick<'a> {
     tick: u32,
     boid_count: u32,
-    boids: &'a [crate::boids::Boid],
+    boids: Vec<crate::boids::Boid>,
     players: &'a [Player],
 }
 
-impl WorldAtTick<'_> {
+impl<'a> WorldAtTick<'a> {
+    /// The entities of a state's parts (either form has the same ones); its boid planes
+    /// must hold the config's boids.
+    fn of(
+        cfg: &WorldConfig,
+        tick: u32,
+        boid_planes: &[u8],
+        players: &'a [Player],
+    ) -> Result<WorldAtTick<'a>, CheckpointError> {
+        if boid_planes.len() != cfg.boid_count as usize * crate::boids::BOID_RECORD_BYTES {
+            return Err(corrupted(format!(
+                "{} bytes of boids for {} boids",
+                boid_planes.len(),
+                cfg.boid_count
+            )));
+        }
+        Ok(WorldAtTick {
+            tick,
+            boid_count: cfg.boid_count,
+            boids: from_planes(boid_planes),
+            players,
+        })
+    }
+
     /// Entity `id` as a view would have held it at the checkpoint's tick (any id: one that
     /// names nothing predicts zeros).
     fn entry(&self, id: u32) -> ViewEntry {
@@ -131,13 +154,7 @@ fn predict(world: &WorldAtTick<'_>, id: u32, tick: u32, newer: Option<(u32, View
 pub(super) fn compact(state: CheckpointState) -> Result<CompactState, CheckpointError> {
     let cfg = &state.config;
     let entity_count = entity_count(cfg);
-    let boids = boids_of(&state.boid_planes, cfg)?;
-    let world = WorldAtTick {
-        tick: state.tick,
-        boid_count: cfg.boid_count,
-        boids: &boids,
-        players: &state.players,
-    };
+    let world = WorldAtTick::of(cfg, state.tick, &state.boid_planes, &state.players)?;
     let mut view_ticks = Vec::new();
     for v in state.streams.iter().flat_map(|s| &s.views) {
         if v.tick > state.tick {
@@ -241,13 +258,7 @@ pub(super) fn expand(c: CompactState) -> Result<CheckpointState, CheckpointError
     let p = &c.packed;
     let cfg = &c.config;
     let entity_count = entity_count(cfg);
-    let boids = boids_of(&c.boid_planes, cfg)?;
-    let world = WorldAtTick {
-        tick: c.tick,
-        boid_count: cfg.boid_count,
-        boids: &boids,
-        players: &c.players,
-    };
+    let world = WorldAtTick::of(cfg, c.tick, &c.boid_planes, &c.players)?;
     // Streams' shapes first: they name the view ticks the table covers.
     struct Shape {
         slot: u32,
@@ -393,17 +404,6 @@ fn apply_exceptions(bytes: &[u8], streams: &mut [StreamState]) -> Result<(), Che
 /// Entities a view may hold: boids, then one avatar per client slot.
 fn entity_count(cfg: &WorldConfig) -> usize {
     cfg.boid_count as usize + cfg.client_slots_max as usize
-}
-
-fn boids_of(planes: &[u8], cfg: &WorldConfig) -> Result<Vec<crate::boids::Boid>, CheckpointError> {
-    if planes.len() != cfg.boid_count as usize * crate::boids::BOID_RECORD_BYTES {
-        return Err(corrupted(format!(
-            "{} bytes of boids for {} boids",
-            planes.len(),
-            cfg.boid_count
-        )));
-    }
-    Ok(from_planes(planes))
 }
 
 /// Distinct ticks, newest first.
