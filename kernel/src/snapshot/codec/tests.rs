@@ -128,6 +128,79 @@ proptest! {
     }
 }
 
+proptest! {
+    /// Codes and plain fields mixed lay their bits down as the format spells them out
+    /// one bit at a time (a code: n - k - 1 zeros, then w = v + 2^k from its top bit),
+    /// across word boundaries, codes longer than a word included, and read back.
+    #[test]
+    fn codes_and_fields_mixed_equal_bit_by_bit(writes in proptest::collection::vec((any::<bool>(), any::<u64>(), 0u32..=64, 0u32..=EG_ORDER_MAX), 0..60)) {
+        // (is a code, value, bit count of a field, order of a code); codes are mostly
+        // short, as snapshots write them, and some go up to u32::MAX.
+        let writes: Vec<(bool, u64, u32, u32)> = writes
+            .into_iter()
+            .map(|(is_code, value, count, k)| match (is_code, count % 4) {
+                (true, 0) => (true, value & u64::from(u32::MAX), 0, k),
+                (true, _) => (true, value % 300, 0, k),
+                (false, _) => (false, value & u64::MAX.checked_shr(64 - count).unwrap_or(0), count, 0),
+            })
+            .collect();
+        let bit = |b: bool| if b { '1' } else { '0' };
+        let mut expected = String::new();
+        for &(is_code, value, count, k) in &writes {
+            if is_code {
+                let code = value + (1u64 << k);
+                let n = 64 - code.leading_zeros();
+                expected.extend(std::iter::repeat_n('0', (n - k - 1) as usize));
+                expected.extend((0..n).rev().map(|i| bit(code >> i & 1 == 1)));
+            } else {
+                expected.extend((0..count).map(|i| bit(value >> i & 1 == 1)));
+            }
+        }
+        let mut bytes = Vec::new();
+        let mut w = BitWriter::new(&mut bytes);
+        for &(is_code, value, count, k) in &writes {
+            if is_code {
+                w.write_ue(value as u32, k);
+            } else {
+                w.write_bits(value, count);
+            }
+        }
+        let len_bits = w.finish();
+        let written: String = (0..len_bits).map(|i| bit(bytes[(i / 8) as usize] >> (i % 8) & 1 == 1)).collect();
+        prop_assert_eq!(&written, &expected);
+        let mut r = BitReader::new(&bytes);
+        for &(is_code, value, count, k) in &writes {
+            if is_code {
+                prop_assert_eq!(r.read_ue(k), Ok(value as u32));
+            } else {
+                prop_assert_eq!(r.read_bits(count), Ok(value));
+            }
+        }
+    }
+}
+
+#[test]
+fn longest_codes_of_every_order_round_trip() {
+    // Codes of 64 and 65 bits (v near u32::MAX at orders 0 and 1) cross every limit of
+    // the writer's words.
+    for k in 0..=EG_ORDER_MAX {
+        for v in [0, 1, u32::MAX - 1, u32::MAX] {
+            let bits = ue_string(v, k);
+            assert_eq!(bits.len() as u32, ue_bits(v, k), "ue({k}) of {v}");
+            let mut bytes = Vec::new();
+            let mut w = BitWriter::new(&mut bytes);
+            w.write_bit(true);
+            w.write_ue(v, k);
+            w.write_bit(true);
+            w.finish();
+            let mut r = BitReader::new(&bytes);
+            assert_eq!(r.read_bit(), Ok(true));
+            assert_eq!(r.read_ue(k), Ok(v), "ue({k}) of {v}");
+            assert_eq!(r.read_bit(), Ok(true));
+        }
+    }
+}
+
 #[test]
 fn reader_rejects_oversized_codes() {
     // 32 zeros then w = 2^32 | 0: v = 2^32 - 1, the largest value.
