@@ -6,7 +6,7 @@
 //! |-----------------|---------------------------------------------------------|----------------|
 //! | `Boids(i)`      | up to 4,096 boids of one think group (below)            | 12: the boid's anchor record |
 //! | `Players(i)`    | player slots `i*64 .. (i+1)*64`                         | 80 (`Player::to_le_bytes`, layout in `player`) |
-//! | `Streams(i)`    | client snapshot streams of slots `i*64 ..`              | 32 (each stream's digest, zeros when empty) |
+//! | `Streams(i)`    | client snapshot streams of slots `i*64 ..`              | 16 (each stream's digest, `STREAM_DIGEST_BYTES`; zeros when empty) |
 //!
 //! Each leaf is `blake3("MGCH" | kind u8 | index u32 LE | bytes)`. The root is
 //! `blake3("MGRT" | rules version u32 | tick u32 | config hash | terrain hash |
@@ -30,6 +30,7 @@
 use crate::boids::Boid;
 use crate::config::{WorldConfig, THINK_INTERVAL_TICKS_MAX};
 use crate::player::{Player, PLAYER_RECORD_BYTES};
+use crate::snapshot::STREAM_DIGEST_BYTES;
 
 /// Boids of one think group per hash leaf (48 KiB of records): large enough for blake3 to
 /// hash many 1 KiB chunks at once, small enough that a step's leaves spread over shards.
@@ -316,18 +317,19 @@ pub fn player_chunk(index: u32, players: &[Player]) -> [u8; 32] {
 /// The leaf hash of stream chunk `index` over each slot's stream digest (zeros: no stream).
 pub fn stream_chunk<'a>(
     index: u32,
-    digests: impl ExactSizeIterator<Item = Option<&'a [u8; 32]>>,
+    digests: impl ExactSizeIterator<Item = Option<&'a [u8; STREAM_DIGEST_BYTES]>>,
 ) -> [u8; 32] {
     debug_assert!(digests.len() <= STREAMS_PER_CHUNK);
-    let mut buf = [0u8; STREAMS_PER_CHUNK * 32];
+    const D: usize = STREAM_DIGEST_BYTES;
+    let mut buf = [0u8; STREAMS_PER_CHUNK * D];
     let n = digests.len();
     for (i, d) in digests.enumerate() {
         if let Some(d) = d {
-            buf[i * 32..(i + 1) * 32].copy_from_slice(d);
+            buf[i * D..(i + 1) * D].copy_from_slice(d);
         }
     }
     let mut h = leaf_hasher(ChunkKind::Streams, index);
-    h.update(&buf[..n * 32]);
+    h.update(&buf[..n * D]);
     *h.finalize().as_bytes()
 }
 

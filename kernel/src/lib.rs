@@ -60,7 +60,7 @@ pub use rules_version::{rules_version, KERNEL_RULES_VERSION};
 pub use scripted::{Script, ScriptConfig};
 pub use snapshot::{
     decode_snapshot_header, ClientDecoder, DecodeError, SnapshotHeader, ViewEntry, BASELINE_RING_LEN,
-    VIEW_ENTITIES_MAX,
+    STREAM_DIGEST_BYTES, VIEW_ENTITIES_MAX,
 };
 pub use terrain::{Terrain, TerrainError};
 pub use world::{World, WorldError};

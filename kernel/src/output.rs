@@ -132,5 +132,6 @@ pub struct StreamSummary {
     pub remembered_ticks: Vec<u32>,
     /// (entity id, accumulated priority) of the current interest set.
     pub interest: Vec<(u32, u32)>,
-    pub digest: [u8; 32],
+    /// The digest the state root takes the stream in by (`STREAM_DIGEST_BYTES`).
+    pub digest: [u8; crate::snapshot::STREAM_DIGEST_BYTES],
 }

@@ -11,7 +11,10 @@
 
 /// Version of the simulation rules. Bump it whenever the same inputs would produce a
 /// different state or different snapshots, so recordings can tell they need re-blessing.
-pub const KERNEL_RULES_VERSION: u32 = 5;
+/// Version 6 changed only the state root: a client stream's digest is xxh3-128 of its
+/// gathered state (blake3 of per-view digests before), so rules 5 sessions replay under
+/// it to the same snapshots.
+pub const KERNEL_RULES_VERSION: u32 = 6;
 
 /// What the synthetic next rules add to `flocking.cohesion_weight`.
 #[cfg(feature = "synthetic-rules")]

@@ -10,5 +10,5 @@ pub(crate) mod view;
 
 pub use codec::{decode_snapshot_header, DecodeError, SnapshotHeader};
 pub use decoder::ClientDecoder;
-pub use stream::{BASELINE_RING_LEN, VIEW_ENTITIES_MAX};
+pub use stream::{BASELINE_RING_LEN, STREAM_DIGEST_BYTES, VIEW_ENTITIES_MAX};
 pub use view::ViewEntry;

@@ -69,6 +69,13 @@ pub fn small_recording() -> &'static [u8] {
     BYTES.get_or_init(|| synth_bytes(&synth_options(7, 120, 2, 200, 20, 60)))
 }
 
+/// `corpora/small.mrec` as it was before rules 6: recording format 1 (checkpoints
+/// stored raw, no bookmarks), rules 5. The corpora follow the rules, so the old format's
+/// readers are tested on this copy.
+pub fn old_format_fixture() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/small-format1-rules5.mrec")
+}
+
 /// A frame as found by walking the file with this test's own reading of the layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawFrame {

@@ -246,19 +246,18 @@ fn stored_checkpoints(bytes: &[u8]) -> Vec<(u32, bool)> {
         .map(|t| (t.tick, t.state_root))
         .collect();
     rec.checkpoints()
-        .map(|f| {
-            let at = f.offset as usize + 32;
-            let stored =
-                zstd::bulk::decompress(&bytes[at..at + f.payload_bytes as usize], 256 << 20).unwrap();
+        .zip(stored_payloads(bytes, &rec))
+        .map(|(f, (tick, stored))| {
             let version = u32::from_le_bytes(stored[4..8].try_into().unwrap());
             let root = rec.restore_checkpoint(f, 2).unwrap().state_root();
-            (version, roots.get(&f.first_tick) == Some(&root))
+            (version, roots.get(&tick) == Some(&root))
         })
         .collect()
 }
 
 /// From format 4 on a recording stores its checkpoints compact (kernel checkpoint format
-/// 3); the corpora, of format 1, store them raw (format 2). Both restore the recorded state.
+/// 3); format 1 stored them raw (format 2). A raw checkpoint of the old fixture (rules 5)
+/// restores the same state as this build's compact one at its tick.
 #[test]
 fn checkpoints_are_stored_compact_and_raw_ones_of_old_recordings_still_restore() {
     let new = crate::small_recording();
@@ -270,12 +269,61 @@ fn checkpoints_are_stored_compact_and_raw_ones_of_old_recordings_still_restore()
         stored_checkpoints(new),
         vec![(CHECKPOINT_VERSION_COMPACT, true); 2]
     );
-    let old = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../corpora/small.mrec")).unwrap();
-    assert_eq!(Recording::from_bytes(old.clone()).unwrap().format_version, 1);
-    let found = stored_checkpoints(&old);
-    assert!(!found.is_empty());
+    let path = crate::old_format_fixture();
+    let old_bytes = std::fs::read(&path).unwrap();
+    let old = Recording::from_bytes(old_bytes.clone()).unwrap();
+    assert_eq!(old.format_version, 1);
+    let stored = stored_payloads(&old_bytes, &old);
+    assert!(!stored.is_empty());
+    let versions: Vec<u32> = stored
+        .iter()
+        .map(|(_, b)| u32::from_le_bytes(b[4..8].try_into().unwrap()))
+        .collect();
     assert!(
-        found.iter().all(|&c| c == (CHECKPOINT_VERSION_RAW, true)),
-        "{found:?}"
+        versions.iter().all(|&v| v == CHECKPOINT_VERSION_RAW),
+        "{versions:?}"
     );
+    // The same session under this build's rules, checkpointed at the same ticks.
+    let dir = crate::TempDir::new("raw-checkpoints");
+    let out = dir.path().join("small.mrec");
+    migratory_replay::tools::rerecord(&path, &out, 1, crate::writer_options(600, 600), &mut |_, _| {})
+        .expect("rerecord");
+    let now = Recording::open(&out).unwrap();
+    let now_checkpoints: std::collections::BTreeMap<u32, _> =
+        now.checkpoints().map(|f| (f.first_tick, f)).collect();
+    let mut compared = 0;
+    for (tick, bytes) in &stored {
+        let from_raw =
+            migratory_kernel::restore_checkpoint_any_rules(bytes, 2).expect("an old raw checkpoint");
+        assert_eq!(from_raw.tick(), *tick);
+        let Some(g) = now_checkpoints.get(tick) else {
+            continue;
+        };
+        let from_compact = now.restore_checkpoint(g, 1).unwrap();
+        assert_eq!(
+            checkpoint_payload(&from_raw),
+            checkpoint_payload(&from_compact),
+            "state at tick {tick}"
+        );
+        compared += 1;
+    }
+    assert!(compared >= 4, "only {compared} checkpoints in common");
+}
+
+/// A world's checkpoint without its header (which names the rules and the checksum).
+fn checkpoint_payload(world: &World) -> Vec<u8> {
+    const HEADER_BYTES: usize = 56;
+    migratory_kernel::save_checkpoint(world)[HEADER_BYTES..].to_vec()
+}
+
+/// Each checkpoint of a recording as stored, decompressed: its tick and its bytes.
+fn stored_payloads(bytes: &[u8], rec: &Recording) -> Vec<(u32, Vec<u8>)> {
+    rec.checkpoints()
+        .map(|f| {
+            let at = f.offset as usize + 32;
+            let stored =
+                zstd::bulk::decompress(&bytes[at..at + f.payload_bytes as usize], 256 << 20).unwrap();
+            (f.first_tick, stored)
+        })
+        .collect()
 }
