@@ -469,6 +469,21 @@ impl UniformGrid {
     /// square of half-width `radius_mm` around (x, y), in slot order within each row.
     #[inline]
     pub fn for_each_slot_near(&self, x_mm: i32, y_mm: i32, radius_mm: i32, mut visit: impl FnMut(usize)) {
+        for run in self.slot_runs_near(x_mm, y_mm, radius_mm) {
+            run.for_each(&mut visit);
+        }
+    }
+
+    /// The slots of `order()` of the items in cells overlapping the square of half-width
+    /// `radius_mm` around (x, y): one run of slots per row of cells, rows ascending (the
+    /// cells of a row are adjacent in the order).
+    #[inline]
+    pub fn slot_runs_near(
+        &self,
+        x_mm: i32,
+        y_mm: i32,
+        radius_mm: i32,
+    ) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
         let (x0, x1) = (
             self.coord(x_mm.saturating_sub(radius_mm)),
             self.coord(x_mm.saturating_add(radius_mm)),
@@ -477,14 +492,11 @@ impl UniformGrid {
             self.coord(y_mm.saturating_sub(radius_mm)),
             self.coord(y_mm.saturating_add(radius_mm)),
         );
-        for cy in y0..=y1 {
-            // The cells of a row are adjacent in the order: one run of slots.
+        (y0..=y1).map(move |cy| {
             let first = self.cell_start[(cy * self.cols + x0) as usize] as usize;
             let end = self.cell_start[(cy * self.cols + x1 + 1) as usize] as usize;
-            for k in first..end {
-                visit(k);
-            }
-        }
+            first..end
+        })
     }
 }
 

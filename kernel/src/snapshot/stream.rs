@@ -192,6 +192,16 @@ impl SnapshotScratch {
     }
 }
 
+/// The `len` entries of `near` from `start` on, for a run of candidates to be written
+/// into: `near` grows to hold them, and is never shortened, so warm builds find it long
+/// enough already and write nothing but candidates.
+fn reserve_run(near: &mut Vec<(u64, u32)>, start: usize, len: usize) -> &mut [(u64, u32)] {
+    if near.len() < start + len {
+        near.resize(start + len, (0, 0));
+    }
+    &mut near[start..start + len]
+}
+
 fn ring_slot(tick: u32, interval: u32) -> usize {
     (tick / interval) as usize % BASELINE_RING_LEN
 }
@@ -402,49 +412,59 @@ impl ClientStream {
         let root = reach2.isqrt();
         let reach = root + u64::from(root * root < reach2);
         let (px, py) = (own.x_mm as i64, own.y_mm as i64);
-        sc.near.clear();
         let d2_of = |x: i32, y: i32| {
             let (dx, dy) = (x as i64 - px, y as i64 - py);
             (dx * dx + dy * dy) as u64
         };
+        // Every item of a run is written and only those in reach are kept (the count
+        // moves by the comparison): about half are not, and a branch on it mispredicted
+        // so often that the scan cost 8 cycles an item.
+        let mut kept = 0;
         let ids = ctx.grid.order();
-        ctx.grid
-            .for_each_slot_near(own.x_mm, own.y_mm, reach as i32, |k| {
+        for run in ctx.grid.slot_runs_near(own.x_mm, own.y_mm, reach as i32) {
+            let out = reserve_run(&mut sc.near, kept, run.len());
+            let mut m = 0;
+            for k in run {
                 let b = &ctx.boids[k];
                 let d2 = d2_of(b.x_mm, b.y_mm);
-                if d2 <= reach2 {
-                    sc.near.push((d2 << NEAR_ID_BITS | u64::from(ids[k]), k as u32));
-                }
-            });
-        ctx.avatar_grid
-            .for_each_slot_near(own.x_mm, own.y_mm, reach as i32, |k| {
+                out[m] = (d2 << NEAR_ID_BITS | u64::from(ids[k]), k as u32);
+                m += usize::from(d2 <= reach2);
+            }
+            kept += m;
+        }
+        for run in ctx.avatar_grid.slot_runs_near(own.x_mm, own.y_mm, reach as i32) {
+            let out = reserve_run(&mut sc.near, kept, run.len());
+            let mut m = 0;
+            for k in run {
                 let av = &ctx.avatars[k];
                 let id = ctx.boid_count + av.slot;
                 // The own avatar sorts first by distance whatever the rounding.
                 let d2 = if id == own_id { 0 } else { d2_of(av.x_mm, av.y_mm) };
-                if d2 <= reach2 {
-                    sc.near
-                        .push((d2 << NEAR_ID_BITS | u64::from(id), k as u32 | NEAR_AVATAR));
-                }
-            });
-        if sc.near.len() > VIEW_ENTITIES_MAX {
-            sc.near
-                .select_nth_unstable_by_key(VIEW_ENTITIES_MAX, |&(key, _)| key);
-            sc.near.truncate(VIEW_ENTITIES_MAX);
+                out[m] = (d2 << NEAR_ID_BITS | u64::from(id), k as u32 | NEAR_AVATAR);
+                m += usize::from(d2 <= reach2);
+            }
+            kept += m;
         }
+        // `near` only ever grows (to the most any build kept); this build's are its first
+        // `kept`, and the nearest `VIEW_ENTITIES_MAX` of them are chosen.
+        let mut near = &mut sc.near[..kept];
+        if near.len() > VIEW_ENTITIES_MAX {
+            near.select_nth_unstable_by_key(VIEW_ENTITIES_MAX, |&(key, _)| key);
+            near = &mut near[..VIEW_ENTITIES_MAX];
+        }
+        let near = &*near;
         // Ids are unique, so sorting (id, index) keys as plain integers and gathering by
         // them is the same order, several times faster than sorting the entries.
         sc.id_keys.clear();
         sc.id_keys.extend(
-            sc.near
-                .iter()
+            near.iter()
                 .enumerate()
                 .map(|(ci, &(key, _))| (key & NEAR_ID_MASK) << 32 | ci as u64),
         );
         sc.id_keys.sort_unstable();
         sc.candidates.clear();
         sc.candidates.extend(sc.id_keys.iter().map(|&ik| {
-            let (key, slot) = sc.near[ik as u32 as usize];
+            let (key, slot) = near[ik as u32 as usize];
             let id = (key & NEAR_ID_MASK) as u32;
             let e = if slot & NEAR_AVATAR == 0 {
                 let b = &ctx.boids[slot as usize];
