@@ -146,6 +146,8 @@ pub(crate) struct SnapshotScratch {
     candidates: Vec<(u64, ViewEntry)>,
     /// The (id, index into `near`) keys that order `candidates`.
     id_keys: Vec<u64>,
+    /// Scratch of `sort_by_id`.
+    id_keys_next: Vec<u64>,
     /// Candidates to send as `(!priority) << 32 | index`: ascending is highest priority
     /// first, then lowest index (one integer sort instead of a tuple sort).
     sendable: Vec<u64>,
@@ -175,6 +177,7 @@ impl SnapshotScratch {
             near: Vec::with_capacity(8 * n),
             candidates: Vec::with_capacity(n),
             id_keys: Vec::with_capacity(n),
+            id_keys_next: Vec::with_capacity(n),
             sendable: Vec::with_capacity(n),
             cost_bits: Vec::with_capacity(n),
             priority: Vec::with_capacity(n),
@@ -200,6 +203,36 @@ fn reserve_run(near: &mut Vec<(u64, u32)>, start: usize, len: usize) -> &mut [(u
         near.resize(start + len, (0, 0));
     }
     &mut near[start..start + len]
+}
+
+/// Sorts `(id << 32 | index)` keys with unique ids ascending: a radix sort by the id's
+/// bytes, least significant first, as many as the largest id has (two in any world below
+/// 65,536 entities). Keying a view's 128 candidates and sorting them took 2.0k cycles a
+/// build this way, 2.6k with the comparison sort, which mispredicts its way through them
+/// (1,000-client `synth`).
+fn sort_by_id(keys: &mut Vec<u64>, next: &mut Vec<u64>) {
+    let id_max = keys.iter().map(|&key| (key >> 32) as u32).max().unwrap_or(0);
+    let id_bits = u32::BITS - id_max.leading_zeros();
+    let mut shift = 32;
+    while shift < 32 + id_bits {
+        let mut start = [0u32; 257];
+        for &key in keys.iter() {
+            start[((key >> shift) & 0xff) as usize + 1] += 1;
+        }
+        for b in 1..257 {
+            start[b] += start[b - 1];
+        }
+        next.clear();
+        next.resize(keys.len(), 0);
+        for &key in keys.iter() {
+            let b = ((key >> shift) & 0xff) as usize;
+            next[start[b] as usize] = key;
+            start[b] += 1;
+        }
+        std::mem::swap(keys, next);
+        shift += 8;
+    }
+    debug_assert!(keys.windows(2).all(|w| w[0] < w[1]));
 }
 
 fn ring_slot(tick: u32, interval: u32) -> usize {
@@ -461,7 +494,7 @@ impl ClientStream {
                 .enumerate()
                 .map(|(ci, &(key, _))| (key & NEAR_ID_MASK) << 32 | ci as u64),
         );
-        sc.id_keys.sort_unstable();
+        sort_by_id(&mut sc.id_keys, &mut sc.id_keys_next);
         sc.candidates.clear();
         sc.candidates.extend(sc.id_keys.iter().map(|&ik| {
             let (key, slot) = near[ik as u32 as usize];
@@ -792,6 +825,46 @@ mod tests {
         s.refresh_digest();
         assert_ne!(s.ring_region, state().ring_region);
         assert_eq!(s.digest, base);
+    }
+
+    /// The radix sort orders keys as a comparison sort does, for ids of one, two and
+    /// three bytes and for none at all.
+    #[test]
+    fn sort_by_id_equals_a_comparison_sort() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next_u32 = |m: u32| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % u64::from(m)) as u32
+        };
+        let (mut keys, mut next) = (Vec::new(), Vec::new());
+        for (len, id_end) in [
+            (0, 1),
+            (1, 1),
+            (128, 200),
+            (128, 6_024),
+            (300, 70_000),
+            (128, 1 << 20),
+        ] {
+            let mut ids: Vec<u32> = Vec::new();
+            while ids.len() < len {
+                let id = next_u32(id_end);
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+            keys.clear();
+            keys.extend(
+                ids.iter()
+                    .enumerate()
+                    .map(|(i, &id)| u64::from(id) << 32 | i as u64),
+            );
+            let mut expected = keys.clone();
+            expected.sort_unstable();
+            sort_by_id(&mut keys, &mut next);
+            assert_eq!(keys, expected, "{len} ids below {id_end}");
+        }
     }
 
     /// A live view in a region past the shrunk size moves down whole. Builds never leave
