@@ -252,6 +252,14 @@ impl World {
                 // SAFETY: scratch s belongs to shard s alone.
                 let sc = unsafe { scratch.get_mut(s) };
                 sc.snapshot.bytes.clear();
+                // Frames are claimed as shards come free, so one shard may build every due
+                // snapshot of a tick: its buffer is reserved for that (address space; pages
+                // are touched only as written), so how the builds happen to spread never
+                // grows it in a warm tick. Reserved by the due count alone, it grows only
+                // when more clients are due than ever before.
+                sc.snapshot
+                    .bytes
+                    .reserve(due_viewers.len() * ctx.budget_cap_bytes as usize);
                 // The leaves to rehash, numbered in order; shard s takes every shards-th.
                 let due = (0..layout.think_interval_ticks())
                     .filter(|g| groups & (1 << g) != 0)
