@@ -43,6 +43,9 @@ const _: () = assert!(40 + 1 + NEAR_ID_BITS <= 64);
 const _: () = assert!(VIEW_ENTITIES_MAX < 1 << 12);
 /// Marks an avatar's slot in a candidate (boid slots are below `BOID_COUNT_MAX`).
 const NEAR_AVATAR: u32 = 1 << 31;
+/// Oldest last build whose nearest entities a build starts its scan from (one second at
+/// 60 Hz): past it the widening by what can have moved outgrows the view.
+const NEAR_HINT_TICKS_MAX: u32 = 60;
 /// Priority weight of the client's own avatar: it goes first whenever it changed.
 const OWN_AVATAR_WEIGHT: u32 = 1 << 16;
 
@@ -98,6 +101,13 @@ pub(crate) struct ClientStream {
     /// builds the window has seen (`ARENA_SHRINK_WINDOW_BUILDS`). Storage only.
     arena_need_max: u8,
     arena_window_builds: u16,
+    /// Where the last build found its `VIEW_ENTITIES_MAX`-th nearest entity (its squared
+    /// distance, or `u64::MAX`: it kept all in range), and at which tick: the next build
+    /// scans first to that distance widened by what entities can have moved since
+    /// (`near_hint_reach2`). Storage only: the choice never depends on it, only where the
+    /// scan stops.
+    near_hint_d2: u64,
+    near_hint_tick: u32,
     /// The last interest set, ascending by id, with accumulated priorities.
     pub interest: Vec<Interest>,
     /// xxh3-128 of all of the above, refreshed by every build (`refresh_digest`).
@@ -195,6 +205,55 @@ impl SnapshotScratch {
     }
 }
 
+/// Writes into `near` the candidates within `reach2` (squared) of `own` as
+/// `(d2 << NEAR_ID_BITS | id, slot)`, boids first, and returns how many there are. The
+/// own avatar counts as at distance 0, so it sorts first whatever the rounding.
+fn scan_near(
+    ctx: &SnapshotContext<'_>,
+    near: &mut Vec<(u64, u32)>,
+    own: &Avatar,
+    own_id: u32,
+    reach2: u64,
+) -> usize {
+    // The scan's half-width: the square root of `reach2`, rounded up.
+    let root = reach2.isqrt();
+    let reach = (root + u64::from(root * root < reach2)) as i32;
+    let (px, py) = (own.x_mm as i64, own.y_mm as i64);
+    let d2_of = |x: i32, y: i32| {
+        let (dx, dy) = (x as i64 - px, y as i64 - py);
+        (dx * dx + dy * dy) as u64
+    };
+    // Every item of a run is written and only those in reach are kept (the count moves
+    // by the comparison): about half are not, and a branch on it mispredicted so often
+    // that the scan cost 8 cycles an item.
+    let mut kept = 0;
+    let ids = ctx.grid.order();
+    for run in ctx.grid.slot_runs_near(own.x_mm, own.y_mm, reach) {
+        let out = reserve_run(near, kept, run.len());
+        let mut m = 0;
+        for k in run {
+            let b = &ctx.boids[k];
+            let d2 = d2_of(b.x_mm, b.y_mm);
+            out[m] = (d2 << NEAR_ID_BITS | u64::from(ids[k]), k as u32);
+            m += usize::from(d2 <= reach2);
+        }
+        kept += m;
+    }
+    for run in ctx.avatar_grid.slot_runs_near(own.x_mm, own.y_mm, reach) {
+        let out = reserve_run(near, kept, run.len());
+        let mut m = 0;
+        for k in run {
+            let av = &ctx.avatars[k];
+            let id = ctx.boid_count + av.slot;
+            let d2 = if id == own_id { 0 } else { d2_of(av.x_mm, av.y_mm) };
+            out[m] = (d2 << NEAR_ID_BITS | u64::from(id), k as u32 | NEAR_AVATAR);
+            m += usize::from(d2 <= reach2);
+        }
+        kept += m;
+    }
+    kept
+}
+
 /// The `len` entries of `near` from `start` on, for a run of candidates to be written
 /// into: `near` grows to hold them, and is never shortened, so warm builds find it long
 /// enough already and write nothing but candidates.
@@ -265,6 +324,8 @@ impl ClientStream {
             arena: vec![ViewEntry::default(); ARENA_REGIONS_INITIAL * VIEW_ENTITIES_MAX],
             arena_need_max: 0,
             arena_window_builds: 0,
+            near_hint_d2: u64::MAX,
+            near_hint_tick: 0,
             interest: Vec::with_capacity(VIEW_ENTITIES_MAX),
             digest: [0; STREAM_DIGEST_BYTES],
             snapshot_at: SnapshotAt::default(),
@@ -408,6 +469,20 @@ impl ClientStream {
         self.digest = xxh3_128(&top[..n + 20]).to_le_bytes();
     }
 
+    /// The squared distance the last build's nearest entities lie within at `tick`, at
+    /// most: their distance then, plus twice the farthest anything moves in the ticks
+    /// since (the entity and the viewer each). `None` when there is no such build, or it
+    /// is more than `NEAR_HINT_TICKS_MAX` ago.
+    fn near_hint_reach2(&self, tick: u32) -> Option<u64> {
+        let age_ticks = tick.wrapping_sub(self.near_hint_tick);
+        if self.near_hint_d2 == u64::MAX || age_ticks > NEAR_HINT_TICKS_MAX {
+            return None;
+        }
+        let moved_mm = 2 * u64::from(crate::config::SPEED_MAX_MM_PER_TICK) * u64::from(age_ticks);
+        let reach_mm = self.near_hint_d2.isqrt() + 1 + moved_mm;
+        Some(reach_mm * reach_mm)
+    }
+
     /// Builds this client's snapshot for `ctx.tick`, appends it to `sc.bytes` (where
     /// `self.snapshot_at` finds it), and advances the stream.
     pub fn build(
@@ -433,58 +508,42 @@ impl ClientStream {
             r2 < 1 << (64 - NEAR_ID_BITS),
             "view radius checked by WorldConfig"
         );
-        let reach2 = d2_holding(
-            [ctx.grid, ctx.avatar_grid],
-            own.x_mm,
-            own.y_mm,
-            r as i32,
-            VIEW_ENTITIES_MAX,
-        )
-        .map_or(r2, |d2| d2.min(r2));
-        // The scan's half-width: the square root of `reach2`, rounded up.
-        let root = reach2.isqrt();
-        let reach = root + u64::from(root * root < reach2);
-        let (px, py) = (own.x_mm as i64, own.y_mm as i64);
-        let d2_of = |x: i32, y: i32| {
-            let (dx, dy) = (x as i64 - px, y as i64 - py);
-            (dx * dx + dy * dy) as u64
-        };
-        // Every item of a run is written and only those in reach are kept (the count
-        // moves by the comparison): about half are not, and a branch on it mispredicted
-        // so often that the scan cost 8 cycles an item.
+        // First as far as the last build's nearest reached, widened by what anyone can
+        // have moved since: at 1,000 clients (`synth`) that kept 158 candidates a build
+        // where the grids' cell counts bound them at 630, and 995 builds in 1,000 started
+        // from it with none redone.
+        // When it holds too few (someone left, or was respawned) and the view radius
+        // reaches farther, the scan is redone to the cell counts' bound. Either holds at
+        // least `VIEW_ENTITIES_MAX` entities or all within the radius, so the nearest are
+        // the same whichever scan found them.
+        let hinted = self.near_hint_reach2(ctx.tick).map(|h| h.min(r2));
+        let mut reach2 = hinted.unwrap_or(r2);
         let mut kept = 0;
-        let ids = ctx.grid.order();
-        for run in ctx.grid.slot_runs_near(own.x_mm, own.y_mm, reach as i32) {
-            let out = reserve_run(&mut sc.near, kept, run.len());
-            let mut m = 0;
-            for k in run {
-                let b = &ctx.boids[k];
-                let d2 = d2_of(b.x_mm, b.y_mm);
-                out[m] = (d2 << NEAR_ID_BITS | u64::from(ids[k]), k as u32);
-                m += usize::from(d2 <= reach2);
-            }
-            kept += m;
+        if hinted.is_some() {
+            kept = scan_near(ctx, &mut sc.near, own, own_id, reach2);
         }
-        for run in ctx.avatar_grid.slot_runs_near(own.x_mm, own.y_mm, reach as i32) {
-            let out = reserve_run(&mut sc.near, kept, run.len());
-            let mut m = 0;
-            for k in run {
-                let av = &ctx.avatars[k];
-                let id = ctx.boid_count + av.slot;
-                // The own avatar sorts first by distance whatever the rounding.
-                let d2 = if id == own_id { 0 } else { d2_of(av.x_mm, av.y_mm) };
-                out[m] = (d2 << NEAR_ID_BITS | u64::from(id), k as u32 | NEAR_AVATAR);
-                m += usize::from(d2 <= reach2);
-            }
-            kept += m;
+        if hinted.is_none() || (kept < VIEW_ENTITIES_MAX && reach2 < r2) {
+            reach2 = d2_holding(
+                [ctx.grid, ctx.avatar_grid],
+                own.x_mm,
+                own.y_mm,
+                r as i32,
+                VIEW_ENTITIES_MAX,
+            )
+            .map_or(r2, |d2| d2.min(r2));
+            kept = scan_near(ctx, &mut sc.near, own, own_id, reach2);
         }
         // `near` only ever grows (to the most any build kept); this build's are its first
         // `kept`, and the nearest `VIEW_ENTITIES_MAX` of them are chosen.
         let mut near = &mut sc.near[..kept];
+        self.near_hint_d2 = u64::MAX;
         if near.len() > VIEW_ENTITIES_MAX {
             near.select_nth_unstable_by_key(VIEW_ENTITIES_MAX, |&(key, _)| key);
+            // The first entity past the chosen: no nearer than the last of them.
+            self.near_hint_d2 = near[VIEW_ENTITIES_MAX].0 >> NEAR_ID_BITS;
             near = &mut near[..VIEW_ENTITIES_MAX];
         }
+        self.near_hint_tick = ctx.tick;
         let near = &*near;
         // Ids are unique, so sorting (id, index) keys as plain integers and gathering by
         // them is the same order, several times faster than sorting the entries.
