@@ -603,9 +603,6 @@ impl ClientStream {
         {
             let base = &self.arena[base_start..base_start + base_len];
             let (mut bi, mut pi) = (0usize, 0usize);
-            // weight = 1 + 15 * (r2 - d2) / r2, counted against multiples of r2 instead of
-            // divided: a 64-bit divide per entity was a tenth of the build.
-            let r2_steps: [u64; 15] = std::array::from_fn(|w| (w as u64 + 1) * r2.max(1));
             for (ci, &(d2, e)) in sc.candidates.iter().enumerate() {
                 while bi < base.len() && base[bi].id < e.id {
                     sc.removals.push(base[bi].id);
@@ -628,8 +625,10 @@ impl ClientStream {
                     let weight = if e.id == own_id {
                         OWN_AVATAR_WEIGHT
                     } else {
-                        let n = 15 * (r2 - d2);
-                        1 + r2_steps.iter().filter(|&&step| step <= n).count() as u32
+                        // weight = 1 + 15 * (r2 - d2) / r2 (candidates lie within r2). One
+                        // divide: counting the multiples of r2 below it instead, as this did
+                        // before, made the 1,000-client `synth` step 5% slower.
+                        1 + (15 * (r2 - d2) / r2) as u32
                     };
                     let priority = old_priority.saturating_add(weight);
                     sc.priority[ci] = priority;
