@@ -5,6 +5,7 @@
 
 pub(crate) mod codec;
 mod decoder;
+mod near;
 pub(crate) mod stream;
 pub(crate) mod view;
 

@@ -2,10 +2,13 @@
 //! per-snapshot build that turns the world into that client's next snapshot.
 
 use super::codec::{self, SnapshotHeader, SNAPSHOT_HEADER_BYTES};
+use super::near::{scan_near, sort_by_id, NEAR_AVATAR, NEAR_HINT_TICKS_MAX, NEAR_ID_BITS, NEAR_ID_MASK};
 use super::view::{ViewEntry, KIND_AVATAR, KIND_BOID};
 use crate::boids::{Avatar, Boid};
 use crate::grid::{d2_holding, UniformGrid};
-use xxhash_rust::xxh3::xxh3_128;
+
+mod digest;
+pub use digest::STREAM_DIGEST_BYTES;
 
 /// Snapshots remembered per client as possible delta baselines: 0.8 s of ack lag at 20 Hz
 /// before a client falls back to full snapshots. With `VIEW_ENTITIES_MAX` it bounds the
@@ -31,44 +34,10 @@ const ARENA_REGIONS_INITIAL: usize = 2;
 /// was on its way are never acked, so 1,000 bots held 12.2 KB of arena each where 3 KB
 /// serve a prompt acker.
 const ARENA_SHRINK_WINDOW_BUILDS: u16 = 64;
-/// Bits of an entity id in a candidate's key: ids are below
-/// `BOID_COUNT_MAX + CLIENT_SLOTS_MAX`, and a squared view radius (at most a quarter of a
-/// world below 2^22 mm, so 2^40) fits above them.
-const NEAR_ID_BITS: u32 = 20;
-const NEAR_ID_MASK: u64 = (1 << NEAR_ID_BITS) - 1;
-const _: () =
-    assert!((crate::config::BOID_COUNT_MAX + crate::config::CLIENT_SLOTS_MAX) as u64 <= NEAR_ID_MASK + 1);
-const _: () = assert!(40 + 1 + NEAR_ID_BITS <= 64);
 // A sendable key's low 32 bits hold a candidate index (12 bits) over a cost (20 bits).
 const _: () = assert!(VIEW_ENTITIES_MAX < 1 << 12);
-/// Marks an avatar's slot in a candidate (boid slots are below `BOID_COUNT_MAX`).
-const NEAR_AVATAR: u32 = 1 << 31;
-/// Oldest last build whose nearest entities a build starts its scan from (one second at
-/// 60 Hz): past it the widening by what can have moved outgrows the view.
-const NEAR_HINT_TICKS_MAX: u32 = 60;
 /// Priority weight of the client's own avatar: it goes first whenever it changed.
 const OWN_AVATAR_WEIGHT: u32 = 1 << 16;
-
-/// Bytes of a stream's digest: xxh3-128, little-endian, of its state laid out as
-///
-/// | bytes | field                                                                    |
-/// |-------|--------------------------------------------------------------------------|
-/// | 4     | `"MGSS"`                                                                 |
-/// | 4     | `tokens_bytes`, u32 LE                                                   |
-/// | 4     | live ring slots `n`, u32 LE                                              |
-/// | 22 n  | per live slot in slot order: its tick u32 LE, its view's length u16 LE, and xxh3-128 LE of the view (`ViewEntry`'s 12 bytes an entry) |
-/// | 4     | interest entries, u32 LE                                                 |
-/// | 16    | xxh3-128 LE of the interest list, ascending by id: id u32 LE, priority u32 LE an entry |
-///
-/// A build hashes some 5 KB of views and interest in a crowd (a view is 1.5 KB, two or
-/// three are live, and the interest list is 1 KB): blake3 took 5.7k cycles a build for
-/// that, a sixth of the build, where xxh3 takes about 1k (both measured on 1,000-client
-/// `synth`). The state root stays blake3 over the leaves; xxh3 only condenses each
-/// stream into the `Streams` leaves, against accidental divergence, which is what the
-/// root is for.
-pub const STREAM_DIGEST_BYTES: usize = 16;
-/// The longest top-level record a stream digest hashes: every ring slot live.
-const STREAM_DIGEST_TOP_BYTES_MAX: usize = 12 + 22 * BASELINE_RING_LEN + 20;
 
 /// An entity of the current interest set and the priority it has built up.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -203,95 +172,6 @@ impl SnapshotScratch {
             stale_byte: 0,
         }
     }
-}
-
-/// Writes into `near` the candidates within `reach2` (squared) of `own` as
-/// `(d2 << NEAR_ID_BITS | id, slot)`, boids first, and returns how many there are. The
-/// own avatar counts as at distance 0, so it sorts first whatever the rounding.
-fn scan_near(
-    ctx: &SnapshotContext<'_>,
-    near: &mut Vec<(u64, u32)>,
-    own: &Avatar,
-    own_id: u32,
-    reach2: u64,
-) -> usize {
-    // The scan's half-width: the square root of `reach2`, rounded up.
-    let root = reach2.isqrt();
-    let reach = (root + u64::from(root * root < reach2)) as i32;
-    let (px, py) = (own.x_mm as i64, own.y_mm as i64);
-    let d2_of = |x: i32, y: i32| {
-        let (dx, dy) = (x as i64 - px, y as i64 - py);
-        (dx * dx + dy * dy) as u64
-    };
-    // Every item of a run is written and only those in reach are kept (the count moves
-    // by the comparison): about half are not, and a branch on it mispredicted so often
-    // that the scan cost 8 cycles an item.
-    let mut kept = 0;
-    let ids = ctx.grid.order();
-    for run in ctx.grid.slot_runs_near(own.x_mm, own.y_mm, reach) {
-        let out = reserve_run(near, kept, run.len());
-        let mut m = 0;
-        for k in run {
-            let b = &ctx.boids[k];
-            let d2 = d2_of(b.x_mm, b.y_mm);
-            out[m] = (d2 << NEAR_ID_BITS | u64::from(ids[k]), k as u32);
-            m += usize::from(d2 <= reach2);
-        }
-        kept += m;
-    }
-    for run in ctx.avatar_grid.slot_runs_near(own.x_mm, own.y_mm, reach) {
-        let out = reserve_run(near, kept, run.len());
-        let mut m = 0;
-        for k in run {
-            let av = &ctx.avatars[k];
-            let id = ctx.boid_count + av.slot;
-            let d2 = if id == own_id { 0 } else { d2_of(av.x_mm, av.y_mm) };
-            out[m] = (d2 << NEAR_ID_BITS | u64::from(id), k as u32 | NEAR_AVATAR);
-            m += usize::from(d2 <= reach2);
-        }
-        kept += m;
-    }
-    kept
-}
-
-/// The `len` entries of `near` from `start` on, for a run of candidates to be written
-/// into: `near` grows to hold them, and is never shortened, so warm builds find it long
-/// enough already and write nothing but candidates.
-fn reserve_run(near: &mut Vec<(u64, u32)>, start: usize, len: usize) -> &mut [(u64, u32)] {
-    if near.len() < start + len {
-        near.resize(start + len, (0, 0));
-    }
-    &mut near[start..start + len]
-}
-
-/// Sorts `(id << 32 | index)` keys with unique ids ascending: a radix sort by the id's
-/// bytes, least significant first, as many as the largest id has (two in any world below
-/// 65,536 entities). Keying a view's 128 candidates and sorting them took 2.0k cycles a
-/// build this way, 2.6k with the comparison sort, which mispredicts its way through them
-/// (1,000-client `synth`).
-fn sort_by_id(keys: &mut Vec<u64>, next: &mut Vec<u64>) {
-    let id_max = keys.iter().map(|&key| (key >> 32) as u32).max().unwrap_or(0);
-    let id_bits = u32::BITS - id_max.leading_zeros();
-    let mut shift = 32;
-    while shift < 32 + id_bits {
-        let mut start = [0u32; 257];
-        for &key in keys.iter() {
-            start[((key >> shift) & 0xff) as usize + 1] += 1;
-        }
-        for b in 1..257 {
-            start[b] += start[b - 1];
-        }
-        next.clear();
-        next.resize(keys.len(), 0);
-        for &key in keys.iter() {
-            let b = ((key >> shift) & 0xff) as usize;
-            next[start[b] as usize] = key;
-            start[b] += 1;
-        }
-        std::mem::swap(keys, next);
-        shift += 8;
-    }
-    debug_assert!(keys.windows(2).all(|w| w[0] < w[1]));
 }
 
 fn ring_slot(tick: u32, interval: u32) -> usize {
@@ -445,28 +325,6 @@ impl ClientStream {
         self.ring_tick[k] = tick;
         self.ring_len[k] = view.len() as u16;
         true
-    }
-
-    /// Recomputes `digest` from the state fields (layout in [`STREAM_DIGEST_BYTES`]'s
-    /// doc). The views and the interest list are hashed where they lie, and only their
-    /// hashes are gathered: no copy, and nothing allocated (a client's join computes one).
-    pub fn refresh_digest(&mut self) {
-        let mut top = [0u8; STREAM_DIGEST_TOP_BYTES_MAX];
-        top[..4].copy_from_slice(b"MGSS");
-        top[4..8].copy_from_slice(&self.tokens_bytes.to_le_bytes());
-        let mut n = 12;
-        let mut live = 0u32;
-        for k in (0..BASELINE_RING_LEN).filter(|&k| self.ring_tick[k] != NO_TICK) {
-            top[n..n + 4].copy_from_slice(&self.ring_tick[k].to_le_bytes());
-            top[n + 4..n + 6].copy_from_slice(&self.ring_len[k].to_le_bytes());
-            top[n + 6..n + 22].copy_from_slice(&xxh3_128(view_bytes(self.slot_view(k))).to_le_bytes());
-            n += 22;
-            live += 1;
-        }
-        top[8..12].copy_from_slice(&live.to_le_bytes());
-        top[n..n + 4].copy_from_slice(&(self.interest.len() as u32).to_le_bytes());
-        top[n + 4..n + 20].copy_from_slice(&xxh3_128(interest_bytes(&self.interest)).to_le_bytes());
-        self.digest = xxh3_128(&top[..n + 20]).to_le_bytes();
     }
 
     /// The squared distance the last build's nearest entities lie within at `tick`, at
@@ -827,7 +685,8 @@ impl ClientStream {
 mod tests {
     use super::*;
 
-    fn view(first_id: u32, len: u32) -> Vec<ViewEntry> {
+    /// A view of `len` entries with ids from `first_id` on (also the digest's tests').
+    pub(super) fn view(first_id: u32, len: u32) -> Vec<ViewEntry> {
         (first_id..first_id + len)
             .map(|id| ViewEntry {
                 id,
@@ -835,94 +694,6 @@ mod tests {
                 ..ViewEntry::default()
             })
             .collect()
-    }
-
-    /// The digest covers every state field: a change of any one (a view's entry, tick or
-    /// length, the bucket, an interest id or priority) changes it, and the same state
-    /// restored view by view into another ring layout digests the same.
-    #[test]
-    fn the_digest_covers_every_state_field() {
-        let interval = 3;
-        let state = || {
-            let mut s = ClientStream::new(1_600);
-            assert!(s.remember(6, interval, &view(100, 60)));
-            assert!(s.remember(9, interval, &view(120, 70)));
-            s.interest = (120..190).map(|id| Interest { id, priority: id % 7 }).collect();
-            s.refresh_digest();
-            s
-        };
-        let base = state().digest;
-        type Change = (&'static str, fn(&mut ClientStream));
-        let changes: [Change; 8] = [
-            ("tokens", |s| s.tokens_bytes -= 1),
-            ("entry field", |s| {
-                let r = region_start(s.ring_region[ring_slot(9, 3)]);
-                s.arena[r + 5].qvy ^= 1;
-            }),
-            ("view tick", |s| s.ring_tick[ring_slot(9, 3)] = 12),
-            ("view length", |s| s.ring_len[ring_slot(6, 3)] -= 1),
-            ("forgotten view", |s| s.forget(ring_slot(6, 3))),
-            ("interest priority", |s| s.interest[3].priority += 1),
-            ("interest id", |s| s.interest[69].id += 1),
-            ("interest length", |s| {
-                s.interest.pop();
-            }),
-        ];
-        for (what, change) in changes {
-            let mut s = state();
-            change(&mut s);
-            s.refresh_digest();
-            assert_ne!(s.digest, base, "{what} left the digest unchanged");
-        }
-        // The arena regions are storage: remembered in the other order, the views take
-        // other regions, and the digest is the same.
-        let mut s = ClientStream::new(1_600);
-        assert!(s.remember(9, interval, &view(120, 70)));
-        assert!(s.remember(6, interval, &view(100, 60)));
-        s.interest = state().interest;
-        s.refresh_digest();
-        assert_ne!(s.ring_region, state().ring_region);
-        assert_eq!(s.digest, base);
-    }
-
-    /// The radix sort orders keys as a comparison sort does, for ids of one, two and
-    /// three bytes and for none at all.
-    #[test]
-    fn sort_by_id_equals_a_comparison_sort() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next_u32 = |m: u32| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % u64::from(m)) as u32
-        };
-        let (mut keys, mut next) = (Vec::new(), Vec::new());
-        for (len, id_end) in [
-            (0, 1),
-            (1, 1),
-            (128, 200),
-            (128, 6_024),
-            (300, 70_000),
-            (128, 1 << 20),
-        ] {
-            let mut ids: Vec<u32> = Vec::new();
-            while ids.len() < len {
-                let id = next_u32(id_end);
-                if !ids.contains(&id) {
-                    ids.push(id);
-                }
-            }
-            keys.clear();
-            keys.extend(
-                ids.iter()
-                    .enumerate()
-                    .map(|(i, &id)| u64::from(id) << 32 | i as u64),
-            );
-            let mut expected = keys.clone();
-            expected.sort_unstable();
-            sort_by_id(&mut keys, &mut next);
-            assert_eq!(keys, expected, "{len} ids below {id_end}");
-        }
     }
 
     /// A live view in a region past the shrunk size moves down whole. Builds never leave
