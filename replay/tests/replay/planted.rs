@@ -47,7 +47,9 @@ fn a_shard_count_dependent_scan_order_is_found_by_the_shards_oracle() {
 }
 
 /// Each world hashes with keys of its own, so whichever of the worlds a case builds first
-/// takes another order than the driving run's finds it.
+/// takes another order than the driving run's finds it: the keys are drawn anew each run,
+/// so which oracle that is varies from run to run (CI once saw `Extract` first, whose
+/// replay of the original builds a world of its own).
 #[test]
 fn a_tie_broken_by_hash_order_is_found_by_an_oracle_comparing_worlds() {
     check(
@@ -57,6 +59,7 @@ fn a_tie_broken_by_hash_order_is_found_by_an_oracle_comparing_worlds() {
             Oracle::Checkpoint,
             Oracle::Recording,
             Oracle::Torn,
+            Oracle::Extract,
         ],
     );
 }
