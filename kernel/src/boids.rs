@@ -88,25 +88,12 @@ fn with_length(x: i64, y: i64, len: i64) -> (i64, i64) {
 }
 
 impl Neighbourhood<'_> {
-    /// Whether boid `id` steers this tick (its think group's turn) rather than glides.
-    #[inline]
-    pub fn thinks(&self, id: u32) -> bool {
-        self.tick.wrapping_add(id) % self.flocking.think_interval_ticks == 0
-    }
-
-    /// The boid `id`'s state at the next tick.
-    pub fn next(&self, id: u32, b: Boid) -> Boid {
+    /// The boid `id`'s state at the next tick when it thinks: it steers by its
+    /// neighbours, the avatars, the terrain, the edges and its jitter, and plans its
+    /// straight path until its next think.
+    pub fn think(&self, id: u32, b: Boid) -> Boid {
         let f = self.flocking;
         let think = f.think_interval_ticks;
-        if !self.thinks(id) {
-            // Between thinks a boid moves in a straight line: its last think (or its spawn)
-            // planned a path that stays dry and inside the world until the next one.
-            return Boid {
-                x_mm: b.x_mm + b.vx as i32,
-                y_mm: b.y_mm + b.vy as i32,
-                ..b
-            };
-        }
         let amax = f.accel_max_mm_per_tick as i64 * think as i64;
         let r = f.neighbour_radius_mm as i64;
         let rs = f.separation_radius_mm as i64;
@@ -286,6 +273,48 @@ impl Neighbourhood<'_> {
     }
 }
 
+/// A boid's next state between thinks: a straight line, which its last think (or its
+/// spawn) planned to stay dry and inside the world until the next one.
+#[inline]
+pub(crate) fn glide(b: Boid) -> Boid {
+    Boid {
+        x_mm: b.x_mm + b.vx as i32,
+        y_mm: b.y_mm + b.vy as i32,
+        ..b
+    }
+}
+
+/// Which boids think at one tick: those whose `tick + id` (wrapping) is a multiple of the
+/// think interval, found without a divide per boid (a divide and a mispredicted branch per
+/// boid were an eighth of the boid phase). The remainder is Lemire's: with `m = floor((2^64
+/// - 1) / d) + 1`, `a mod d = ((m * a mod 2^64) * d) >> 64`, exact for every 32-bit `a` and
+/// `d`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ThinkTurn {
+    tick: u32,
+    interval: u32,
+    m: u64,
+}
+
+impl ThinkTurn {
+    pub fn new(tick: u32, interval: u32) -> ThinkTurn {
+        assert!(interval > 0, "think interval 0");
+        ThinkTurn {
+            tick,
+            interval,
+            // Interval 1 wraps m to 0, and then every boid thinks, as it should.
+            m: (u64::MAX / interval as u64).wrapping_add(1),
+        }
+    }
+
+    /// Whether boid `id` thinks this tick.
+    #[inline]
+    pub fn thinks(&self, id: u32) -> bool {
+        let low = self.m.wrapping_mul(self.tick.wrapping_add(id) as u64);
+        ((low as u128 * self.interval as u128) >> 64) == 0
+    }
+}
+
 /// The velocity a boid at (x, y) keeps for its next `ticks` ticks: the wanted (vx, vy) if
 /// that straight path stays on dry land inside the world, else the first of it mirrored in
 /// x, in y, or in both that does, else standing still (the boid's own spot is dry).
@@ -340,5 +369,40 @@ pub(crate) fn move_blocked(
         (x, ny)
     } else {
         (x, y)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ThinkTurn;
+
+    #[test]
+    fn a_think_turn_is_the_remainder_of_tick_plus_id() {
+        // Every interval the config allows, ticks near the start and near the wrap of
+        // `tick + id`, and ids up to the largest.
+        let ticks = [
+            0u32,
+            1,
+            7,
+            59,
+            1_000_003,
+            u32::MAX - 70_000,
+            u32::MAX - 3,
+            u32::MAX,
+        ];
+        let ids = (0..200u32).chain([65_535, 65_536, 1 << 20, (1 << 25) - 1, u32::MAX]);
+        let ids: Vec<u32> = ids.collect();
+        for interval in 1..=crate::config::THINK_INTERVAL_TICKS_MAX {
+            for &tick in &ticks {
+                let turn = ThinkTurn::new(tick, interval);
+                for &id in &ids {
+                    assert_eq!(
+                        turn.thinks(id),
+                        tick.wrapping_add(id) % interval == 0,
+                        "tick {tick}, id {id}, interval {interval}"
+                    );
+                }
+            }
+        }
     }
 }

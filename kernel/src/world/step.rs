@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::World;
-use crate::boids::{Avatar, Boid, Neighbourhood};
+use crate::boids::{self, Avatar, Boid, Neighbourhood, ThinkTurn};
 use crate::hash::{self, ChunkId, ChunkKind, BOIDS_PER_CHUNK, PLAYERS_PER_CHUNK, STREAMS_PER_CHUNK};
 use crate::input::TickInputs;
 use crate::output::TickOutput;
@@ -19,6 +19,10 @@ use crate::snapshot::stream::{SnapshotContext, SnapshotScratch};
 
 /// Slots of the boid grid a shard claims at a time in the boid phase (6 KiB of boids).
 const BOID_CHUNK_SLOTS: usize = 512;
+const _: () = assert!(
+    BOID_CHUNK_SLOTS <= u16::MAX as usize + 1,
+    "a chunk's thinkers are listed as u16"
+);
 
 /// A claim counter on a cache line of its own.
 #[derive(Debug, Default)]
@@ -119,6 +123,7 @@ impl World {
             },
         };
         let grid = &self.grid;
+        let turn = ThinkTurn::new(tick, self.config.flocking.think_interval_ticks);
         let shards = self.pool.shard_count();
         let next = SharedSlice::new(&mut self.grid_boids_next);
         let anchors = SharedSlice::new(&mut self.anchors);
@@ -138,17 +143,22 @@ impl World {
                     let chunk = first..(first + BOID_CHUNK_SLOTS).min(band.end);
                     // SAFETY: each chunk is claimed once, and chunks are disjoint.
                     let next = unsafe { next.range_mut(chunk.clone()) };
-                    for ((o, &id), &b) in next
-                        .iter_mut()
-                        .zip(&grid.order()[chunk.clone()])
-                        .zip(&hood.sorted[chunk])
-                    {
-                        *o = hood.next(id, b);
+                    let (ids, boids) = (&grid.order()[chunk.clone()], &hood.sorted[chunk]);
+                    // Every boid glides, and the thinkers (one in the think interval) are
+                    // listed without a branch; then they think over their glide.
+                    let mut thinkers = [0u16; BOID_CHUNK_SLOTS];
+                    let mut thinker_count = 0;
+                    for (k, ((o, &id), &b)) in next.iter_mut().zip(ids).zip(boids).enumerate() {
+                        *o = boids::glide(b);
+                        thinkers[thinker_count] = k as u16;
+                        thinker_count += turn.thinks(id) as usize;
+                    }
+                    for &k in &thinkers[..thinker_count] {
+                        let (k, id) = (k as usize, ids[k as usize]);
+                        next[k] = hood.think(id, boids[k]);
                         // A thinker starts a new straight stretch: its anchor is its new state.
-                        if hood.thinks(id) {
-                            // SAFETY: each id sits in one slot, so in one chunk.
-                            unsafe { *anchors.get_mut(id as usize) = *o };
-                        }
+                        // SAFETY: each id sits in one slot, so in one chunk.
+                        unsafe { *anchors.get_mut(id as usize) = next[k] };
                     }
                 }
             }
