@@ -24,6 +24,7 @@ use crate::config::{BackpressureSection, InputLimitsSection, ServerConfig};
 use crate::events::{ClientShared, CloseRequest, NetEvent, Outbound};
 use crate::metrics::Metrics;
 use crate::ship::Fence;
+use crate::wake_gate::Gated;
 use migratory_wire::protocol::{self, close_code, ClientMessage, HelloOptions};
 
 /// Keeps the live-connection gauge honest: counted up when the task starts, down when it
@@ -364,21 +365,32 @@ where
         };
         // Made once, not per message: each new one registers with (and leaves) the close
         // notifier and the shutdown watch, thousands of times a second at 1,000 clients.
-        let close = shared.close_requested();
+        // Behind a gate, they are polled only when one of them woke the task.
         let mut shutdown_rx = self.shutdown.clone();
-        let shutdown = shutdown_signal(&mut shutdown_rx);
-        tokio::pin!(close, shutdown);
+        let stop = {
+            let shared = shared.clone();
+            Gated::new(async move {
+                tokio::select! {
+                    biased;
+                    () = shared.close_requested() => true,
+                    () = shutdown_signal(&mut shutdown_rx) => false,
+                }
+            })
+        };
+        tokio::pin!(stop);
         loop {
             tokio::select! {
                 biased;
-                _ = &mut close => {
+                closed = &mut stop => {
+                    if !closed {
+                        return going_away(&self.ctx.fence);
+                    }
                     let req = shared.close_request().unwrap_or_else(|| CloseRequest {
                         code: close_code::GOING_AWAY,
                         reason: "closed".into(),
                     });
                     return Stop::Close { code: req.code, reason: req.reason };
                 }
-                _ = &mut shutdown => return going_away(&self.ctx.fence),
                 out = rx.recv() => {
                     let r = match out {
                         None => Err(going_away(&self.ctx.fence)),

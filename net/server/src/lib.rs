@@ -35,6 +35,7 @@ mod send_queue;
 mod serve;
 pub mod ship;
 mod tick;
+mod wake_gate;
 mod watchdog;
 
 pub use config::ServerConfig;
