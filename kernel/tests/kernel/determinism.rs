@@ -80,9 +80,15 @@ proptest! {
         // The live server's split (copy on the tick thread, checksum on the writer's) gives
         // the same bytes.
         prop_assert!(save_checkpoint_unsealed(&first).seal() == bytes, "sealed bytes differ at tick {}", at);
-        // Into a used buffer, small or large, the bytes are the same.
+        // Into a used buffer, small or large, the bytes are the same, and so is the size
+        // it asks of the next checkpoint's buffer (a large one's capacity does not carry
+        // over: a server sizing each next buffer from it grew them without end).
+        let bound = save_checkpoint_unsealed(&first).buffer_bytes();
+        prop_assert!(bound >= bytes.len(), "buffer bound {} below the checkpoint's {} bytes", bound, bytes.len());
         for buffer in [vec![0xab; 7], vec![0xcd; bytes.len() * 2]] {
-            prop_assert!(save_checkpoint_unsealed_into(&first, buffer).seal() == bytes, "bytes differ in a used buffer at tick {}", at);
+            let checkpoint = save_checkpoint_unsealed_into(&first, buffer);
+            prop_assert_eq!(checkpoint.buffer_bytes(), bound, "buffer size carried over at tick {}", at);
+            prop_assert!(checkpoint.seal() == bytes, "bytes differ in a used buffer at tick {}", at);
         }
         let mut restored = restore_checkpoint(&bytes, shards).unwrap();
         prop_assert_eq!(restored.tick() as usize, at);

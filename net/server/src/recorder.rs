@@ -75,8 +75,8 @@ pub struct Recorder {
     /// The writer thread's error, if it stopped on one.
     error: Arc<Mutex<Option<RecordError>>>,
     metrics: Arc<Metrics>,
-    /// The buffer of the next checkpoint, being touched by a helper thread; and the size
-    /// of the last checkpoint's buffer, which sizes it.
+    /// The buffer of the next checkpoint, being touched by a helper thread; and the bound
+    /// the last checkpoint's buffer was reserved for (`buffer_bytes`), which sizes it.
     prefault: Option<JoinHandle<Vec<u8>>>,
     last_checkpoint_bytes: usize,
 }
