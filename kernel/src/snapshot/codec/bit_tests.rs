@@ -248,3 +248,30 @@ fn reader_rejects_oversized_codes() {
         Err(DecodeError::Truncated { bit_offset: 0 })
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// The word-at-a-time reader reads what the bit-at-a-time one reads, and stops at the
+    /// same error, over any bytes (mostly zeros, as long codes are, or random): codes of
+    /// every order, fields of every width, until either fails.
+    #[test]
+    fn word_reads_equal_bit_reads(
+        bytes in proptest::collection::vec(prop_oneof![3 => Just(0u8), 1 => Just(1u8), 6 => any::<u8>()], 0..48),
+        reads in proptest::collection::vec((any::<bool>(), 0u32..=64, 0u32..=EG_ORDER_MAX), 1..80),
+    ) {
+        let (mut fast, mut slow) = (BitReader::new(&bytes), BitReader::new(&bytes));
+        for &(is_code, count, k) in &reads {
+            let (a, b) = if is_code {
+                (fast.read_ue(k).map(u64::from), slow.read_ue_bitwise(k).map(u64::from))
+            } else {
+                (fast.read_bits(count), slow.read_bits_bitwise(count))
+            };
+            prop_assert_eq!(&a, &b, "is_code {} count {} k {}", is_code, count, k);
+            if a.is_err() {
+                break;
+            }
+            prop_assert_eq!(fast.bit_pos(), slow.bit_pos());
+        }
+    }
+}
