@@ -131,6 +131,8 @@ mod tests {
             (128, 6_024),
             (300, 70_000),
             (128, 1 << 20),
+            (50, 512),
+            (128, u32::MAX),
         ] {
             let mut ids: Vec<u32> = Vec::new();
             while ids.len() < len {
