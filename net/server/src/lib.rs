@@ -28,6 +28,7 @@ mod config_reference;
 mod connection;
 mod events;
 pub mod metrics;
+mod rate_limit;
 pub mod reclaim;
 mod recorder;
 pub mod resume;
