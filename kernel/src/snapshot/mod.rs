@@ -11,5 +11,6 @@ pub(crate) mod view;
 
 pub use codec::{decode_snapshot_header, DecodeError, SnapshotHeader};
 pub use decoder::ClientDecoder;
+pub(crate) use near::Entities;
 pub use stream::{BASELINE_RING_LEN, STREAM_DIGEST_BYTES, VIEW_ENTITIES_MAX};
 pub use view::ViewEntry;

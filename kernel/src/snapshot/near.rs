@@ -2,8 +2,21 @@
 //! as one integer key each (squared distance, then id) with their slot, and the chosen
 //! ones sorted by id.
 
-use super::stream::SnapshotContext;
-use crate::boids::Avatar;
+use crate::boids::{Avatar, Boid};
+use crate::grid::UniformGrid;
+
+/// The entities a build looks at: the two grids and what they index.
+#[derive(Clone, Copy)]
+pub(crate) struct Entities<'a> {
+    /// The boids in the slot order of `grid`, which is built on their positions.
+    pub boids: &'a [Boid],
+    pub grid: &'a UniformGrid,
+    /// The avatars in the slot order of `avatar_grid`, which is built on their positions.
+    pub avatars: &'a [Avatar],
+    pub avatar_grid: &'a UniformGrid,
+    /// Avatar ids follow the boids': a slot's avatar is `boid_count + slot`.
+    pub boid_count: u32,
+}
 
 /// Bits of an entity id in a candidate's key: ids are below
 /// `BOID_COUNT_MAX + CLIENT_SLOTS_MAX`, and a squared view radius (at most a quarter of a
@@ -23,7 +36,7 @@ pub(super) const NEAR_HINT_TICKS_MAX: u32 = 60;
 /// `(d2 << NEAR_ID_BITS | id, slot)`, boids first, and returns how many there are. The
 /// own avatar counts as at distance 0, so it sorts first whatever the rounding.
 pub(super) fn scan_near(
-    ctx: &SnapshotContext<'_>,
+    ctx: &Entities<'_>,
     near: &mut Vec<(u64, u32)>,
     own: &Avatar,
     own_id: u32,

@@ -16,6 +16,7 @@ use crate::input::TickInputs;
 use crate::output::TickOutput;
 use crate::pool::{SharedSlice, SHARD_COUNT_MAX};
 use crate::snapshot::stream::{SnapshotContext, SnapshotScratch};
+use crate::snapshot::Entities;
 
 /// Slots of the boid grid a shard claims at a time in the boid phase (6 KiB of boids).
 const BOID_CHUNK_SLOTS: usize = 512;
@@ -241,11 +242,13 @@ impl World {
                 view_radius_mm: cfg.view_radius_mm,
                 budget_avg_bytes: cfg.snapshot_budget_avg_bytes(),
                 budget_cap_bytes: cfg.snapshot_budget_cap_bytes(),
-                boids: &self.grid_boids,
-                grid: &self.grid,
-                avatars: &self.grid_avatars,
-                avatar_grid: &self.avatar_grid,
-                boid_count: cfg.boid_count,
+                entities: Entities {
+                    boids: &self.grid_boids,
+                    grid: &self.grid,
+                    avatars: &self.grid_avatars,
+                    avatar_grid: &self.avatar_grid,
+                    boid_count: cfg.boid_count,
+                },
                 #[cfg(feature = "planted-faults")]
                 planted: self.planted,
             };

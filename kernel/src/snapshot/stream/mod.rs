@@ -2,10 +2,12 @@
 //! per-snapshot build that turns the world into that client's next snapshot.
 
 use super::codec::{self, SnapshotHeader, SNAPSHOT_HEADER_BYTES};
-use super::near::{scan_near, sort_by_id, NEAR_AVATAR, NEAR_HINT_TICKS_MAX, NEAR_ID_BITS, NEAR_ID_MASK};
+use super::near::{
+    scan_near, sort_by_id, Entities, NEAR_AVATAR, NEAR_HINT_TICKS_MAX, NEAR_ID_BITS, NEAR_ID_MASK,
+};
 use super::view::{ViewEntry, KIND_AVATAR, KIND_BOID};
-use crate::boids::{Avatar, Boid};
-use crate::grid::{d2_holding, UniformGrid};
+use crate::boids::Avatar;
+use crate::grid::d2_holding;
 
 mod digest;
 pub use digest::STREAM_DIGEST_BYTES;
@@ -104,13 +106,7 @@ pub(crate) struct SnapshotContext<'a> {
     pub view_radius_mm: u32,
     pub budget_avg_bytes: u32,
     pub budget_cap_bytes: u32,
-    /// The boids in the slot order of `grid`, which is built on their positions.
-    pub boids: &'a [Boid],
-    pub grid: &'a UniformGrid,
-    /// The avatars in the slot order of `avatar_grid`, which is built on their positions.
-    pub avatars: &'a [Avatar],
-    pub avatar_grid: &'a UniformGrid,
-    pub boid_count: u32,
+    pub entities: Entities<'a>,
     #[cfg(feature = "planted-faults")]
     pub planted: Option<crate::planted::PlantedFault>,
 }
@@ -352,7 +348,7 @@ impl ClientStream {
         score: u32,
     ) {
         let interval = ctx.snapshot_interval_ticks;
-        let own_id = ctx.boid_count + own.slot;
+        let own_id = ctx.entities.boid_count + own.slot;
 
         // 1. Interest: everything within the view radius of the avatar, nearest first when
         // there is too much. Most builds find several hundred entities in range and keep
@@ -378,18 +374,18 @@ impl ClientStream {
         let mut reach2 = hinted.unwrap_or(r2);
         let mut kept = 0;
         if hinted.is_some() {
-            kept = scan_near(ctx, &mut sc.near, own, own_id, reach2);
+            kept = scan_near(&ctx.entities, &mut sc.near, own, own_id, reach2);
         }
         if hinted.is_none() || (kept < VIEW_ENTITIES_MAX && reach2 < r2) {
             reach2 = d2_holding(
-                [ctx.grid, ctx.avatar_grid],
+                [ctx.entities.grid, ctx.entities.avatar_grid],
                 own.x_mm,
                 own.y_mm,
                 r as i32,
                 VIEW_ENTITIES_MAX,
             )
             .map_or(r2, |d2| d2.min(r2));
-            kept = scan_near(ctx, &mut sc.near, own, own_id, reach2);
+            kept = scan_near(&ctx.entities, &mut sc.near, own, own_id, reach2);
         }
         // `near` only ever grows (to the most any build kept); this build's are its first
         // `kept`, and the nearest `VIEW_ENTITIES_MAX` of them are chosen.
@@ -417,10 +413,10 @@ impl ClientStream {
             let (key, slot) = near[ik as u32 as usize];
             let id = (key & NEAR_ID_MASK) as u32;
             let e = if slot & NEAR_AVATAR == 0 {
-                let b = &ctx.boids[slot as usize];
+                let b = &ctx.entities.boids[slot as usize];
                 ViewEntry::quantize(id, KIND_BOID, b.x_mm, b.y_mm, b.vx.into(), b.vy.into())
             } else {
-                let av = &ctx.avatars[(slot & !NEAR_AVATAR) as usize];
+                let av = &ctx.entities.avatars[(slot & !NEAR_AVATAR) as usize];
                 ViewEntry::quantize(id, KIND_AVATAR, av.x_mm, av.y_mm, av.vx, av.vy)
             };
             (key >> NEAR_ID_BITS, e)
