@@ -210,7 +210,11 @@ pub fn save_checkpoint(world: &World) -> Vec<u8> {
 /// blake3 over it (1.4 of the 2.5 ms a 7 MB checkpoint takes) can be left to another
 /// thread. Only `seal` gives bytes.
 #[derive(Debug)]
-pub struct UnsealedCheckpoint(Vec<u8>, usize);
+pub struct UnsealedCheckpoint {
+    bytes: Vec<u8>,
+    /// The bound on the archive its buffer was reserved for (see `buffer_bytes`).
+    bound_bytes: usize,
+}
 
 impl UnsealedCheckpoint {
     /// The bound on the archive the checkpoint's buffer was reserved for: what a buffer
@@ -221,14 +225,14 @@ impl UnsealedCheckpoint {
     /// 1,000-bot hold: the touching of the buffer took up to 0.6 s of CPU in a second
     /// after 7 minutes, a buffer of some 200 MB).
     pub fn buffer_bytes(&self) -> usize {
-        self.1
+        self.bound_bytes
     }
 
     /// The checkpoint's bytes, exactly as `save_checkpoint` gives them.
     pub fn seal(mut self) -> Vec<u8> {
-        let checksum = *blake3::hash(&self.0[HEADER_BYTES..]).as_bytes();
-        self.0[CHECKSUM_OFFSET..HEADER_BYTES].copy_from_slice(&checksum);
-        self.0
+        let checksum = *blake3::hash(&self.bytes[HEADER_BYTES..]).as_bytes();
+        self.bytes[CHECKSUM_OFFSET..HEADER_BYTES].copy_from_slice(&checksum);
+        self.bytes
     }
 }
 
@@ -285,7 +289,10 @@ pub fn save_checkpoint_unsealed_into(world: &World, buffer: Vec<u8>) -> Unsealed
         out.len() - capacity
     );
     write_header(&mut out, CHECKPOINT_VERSION_RAW, world.rules_version());
-    UnsealedCheckpoint(out, capacity)
+    UnsealedCheckpoint {
+        bytes: out,
+        bound_bytes: capacity,
+    }
 }
 
 /// Fills in the header of `out` (a zeroed header, then the payload) but for its checksum.
@@ -314,9 +321,9 @@ impl UnsealedCheckpoint {
     /// `compact_checkpoint` of the sealed bytes, without hashing the 7 MB of a 1,000-client
     /// raw checkpoint to seal it and again to check it (1.4 ms each).
     pub fn compact(self) -> Result<Vec<u8>, CheckpointError> {
-        let word = |at: usize| u32::from_le_bytes(self.0[at..at + 4].try_into().unwrap_or([0; 4]));
+        let word = |at: usize| u32::from_le_bytes(self.bytes[at..at + 4].try_into().unwrap_or([0; 4]));
         let (version, rules) = (word(VERSION_OFFSET), word(RULES_VERSION_OFFSET));
-        compacted(decode_payload(version, &self.0[HEADER_BYTES..])?, rules)
+        compacted(decode_payload(version, &self.bytes[HEADER_BYTES..])?, rules)
     }
 }
 
@@ -326,8 +333,12 @@ fn compacted(state: CheckpointState, rules: u32) -> Result<Vec<u8>, CheckpointEr
     let mut out = rkyv::api::high::to_bytes_in::<_, rancor::Error>(&packed, vec![0; HEADER_BYTES])
         .expect("serializing plain data into memory cannot fail");
     write_header(&mut out, CHECKPOINT_VERSION_COMPACT, rules);
-    let bytes = out.len();
-    Ok(UnsealedCheckpoint(out, bytes).seal())
+    let bound_bytes = out.len();
+    Ok(UnsealedCheckpoint {
+        bytes: out,
+        bound_bytes,
+    }
+    .seal())
 }
 
 /// Every client stream's remembered views in one vector (slot order, ascending by tick
