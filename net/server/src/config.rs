@@ -252,7 +252,8 @@ impl Default for InputLimitsSection {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BackpressureSection {
-    /// Per-client queue depth. A snapshot that does not fit is dropped and counted.
+    /// Per-client queue depth: writes that may wait for the client's socket. A snapshot
+    /// that does not fit is dropped and counted.
     pub send_queue_max_messages: u32,
     /// This many overflows in a row, with no successful send in between, evict the client.
     pub grace_overflow_events: u32,

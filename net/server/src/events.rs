@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::outlet::Outlet;
 use crate::send_queue::Sender;
 use migratory_wire::protocol::{CameraMsg, InputMsg, ReconnectToken};
 use tokio::sync::{oneshot, Notify};
@@ -30,13 +31,11 @@ pub struct ClientShared {
     pub state_updates_dropped: AtomicU64,
     pub overflow_events: AtomicU64,
     pub queue_depth_hwm: AtomicUsize,
-    /// Set by the connection after each successful send; the tick thread clears it when
-    /// it counts an overflow, so consecutive overflows are told from separated ones.
-    pub sent_since_overflow: AtomicBool,
-    /// True until the connection has delivered the terrain. Snapshots due before then are
-    /// not queued (nor counted as overflows): the terrain timeout alone decides whether a
-    /// client too slow to take the terrain is evicted.
-    pub terrain_pending: AtomicBool,
+    /// Where the tick thread writes this connection's snapshots. It opens once the
+    /// connection has delivered the terrain: snapshots due before then are not sent (nor
+    /// counted as overflows), so the terrain timeout alone decides whether a client too
+    /// slow to take the terrain is evicted.
+    pub outlet: Arc<Outlet>,
     /// The client ended the connection with its own close frame: it left, so its avatar
     /// leaves at once instead of waiting out the reconnect grace.
     pub closed_by_client: AtomicBool,
@@ -48,15 +47,14 @@ pub struct ClientShared {
 }
 
 impl ClientShared {
-    pub fn new(client: u32) -> ClientShared {
+    pub fn new(client: u32, outlet: Arc<Outlet>) -> ClientShared {
         ClientShared {
             client,
             connection: NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed),
             state_updates_dropped: AtomicU64::new(0),
             overflow_events: AtomicU64::new(0),
             queue_depth_hwm: AtomicUsize::new(0),
-            sent_since_overflow: AtomicBool::new(false),
-            terrain_pending: AtomicBool::new(true),
+            outlet,
             closed_by_client: AtomicBool::new(false),
             close: Mutex::new(None),
             close_set: AtomicBool::new(false),
@@ -97,14 +95,13 @@ impl ClientShared {
     }
 }
 
-/// What the tick thread queues for a connection.
+/// What the tick thread queues for a connection's task to send (snapshots go straight
+/// into its outlet).
 #[derive(Debug)]
 pub enum Outbound {
     /// The join took effect: send this WELCOME, then the terrain, then snapshots.
     /// WELCOME, and whether the client has the terrain cached (nothing more to send).
     Welcome { message: Bytes, terrain_cached: bool },
-    /// A SNAPSHOT message (type byte + kernel snapshot).
-    Snapshot { message: Bytes },
 }
 
 /// What connection tasks tell the tick thread.
@@ -131,6 +128,8 @@ pub enum NetEvent {
         /// The client still holds the snapshots it decoded before the drop.
         keeps_baselines: bool,
         queue: Sender<Outbound>,
+        /// The new connection's outlet.
+        outlet: Arc<Outlet>,
         reply: oneshot::Sender<Result<Arc<ClientShared>, ReclaimRefused>>,
     },
     /// INPUT, as the client sent it: the newest steering per tick wins; a cast in any of
@@ -172,7 +171,7 @@ mod tests {
 
     #[test]
     fn close_requests_keep_the_first() {
-        let s = ClientShared::new(7);
+        let s = ClientShared::new(7, Outlet::closed());
         assert_eq!(s.close_request(), None);
         s.request_close(1013, "slow");
         s.request_close(1001, "shutdown");

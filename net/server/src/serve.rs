@@ -23,11 +23,10 @@ use hyper_util::rt::TokioIo;
 use migratory_kernel::World;
 use migratory_replay::{RecordingWriter, WriterOptions};
 use thiserror::Error;
+use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::Bytes;
-use tokio_tungstenite::WebSocketStream;
 
 use migratory_wire::fleet::ServerStatus;
 use migratory_wire::protocol::{WireTerrainDescriptor, WireZone, WorldFacts, ZoneKind};
@@ -37,6 +36,7 @@ use crate::accept;
 use crate::config::ServerConfig;
 use crate::connection::{self, ConnectionCtx};
 use crate::metrics::Metrics;
+use crate::outlet::Prefixed;
 use crate::recorder::Recorder;
 use crate::resume;
 use crate::ship::Fence;
@@ -142,7 +142,6 @@ impl StartPhase {
 #[derive(Debug)]
 struct AppState {
     connections: Arc<ConnectionCtx>,
-    ws_config: WebSocketConfig,
     /// What `/status` reports besides the live counters (which it overwrites).
     status: ServerStatus,
     /// For a fleet's server: the hash of its fleet token, and the stopper `POST
@@ -360,7 +359,6 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
             )
         }),
         connections: Arc::new(connections),
-        ws_config: ws_config(s.ws_frame_max_bytes, s.max_client_message_bytes),
         status: ServerStatus {
             tick: start_tick,
             players: 0,
@@ -449,27 +447,6 @@ fn build_world(config: &ServerConfig, options: &ServeOptions) -> Result<(World, 
             ended_cleanly: r.ended_cleanly,
         },
     ))
-}
-
-/// The WebSocket settings of every connection.
-fn ws_config(frame_max_bytes: u32, client_message_max_bytes: u32) -> WebSocketConfig {
-    // A message longer than this is read over several reads, so it bounds nothing.
-    const CLIENT_READ_BUFFER_BYTES: usize = 256;
-    let frame_max = frame_max_bytes as usize;
-    WebSocketConfig::default()
-        // A small read buffer: the default 128 KiB is zero-filled per read and kept per
-        // connection. A client sends one short message per snapshot (an INPUT_ACK is tens
-        // of bytes), so 256 bytes holds several, and a longer one (at most
-        // `max_client_message_bytes`) is read over several reads; with 1,000 clients 4 KiB
-        // was 4.1 MB of heap and 1 KiB 1.0 MB (heaptrack).
-        .read_buffer_size(CLIENT_READ_BUFFER_BYTES)
-        // Write each message straight through; the queue upstream does the buffering.
-        .write_buffer_size(0)
-        // Outgoing frames are at most `frame_max` (long messages are fragmented), so this
-        // bound is never hit by our own messages and caps what a stuck peer can pin.
-        .max_write_buffer_size(frame_max * 2 + 64 * 1024)
-        .max_message_size(Some(client_message_max_bytes as usize))
-        .max_frame_size(Some(client_message_max_bytes as usize))
 }
 
 /// The one port's routes: the WebSocket, health, metrics, status, and the viewer's.
@@ -756,15 +733,23 @@ async fn ws_upgrade(
     tokio::spawn(async move {
         let _slot = slot;
         match on_upgrade.await {
-            Ok(upgraded) => {
-                let ws = WebSocketStream::from_raw_socket(
-                    TokioIo::new(upgraded),
-                    Role::Server,
-                    Some(ctx.ws_config),
-                )
-                .await;
-                connection::run(ws, ctx.connections.clone(), Some(peer)).await;
-            }
+            Ok(upgraded) => match upgraded.downcast::<TokioIo<TcpStream>>() {
+                // The socket itself, split: the tick thread writes snapshots into its write
+                // half without locking out the task's reads.
+                Ok(parts) => {
+                    let (read, write) = parts.io.into_inner().into_split();
+                    let read = Prefixed {
+                        ahead: parts.read_buf,
+                        read,
+                    };
+                    connection::run(read, write, ctx.connections.clone(), Some(peer)).await;
+                }
+                // Any other transport (none today) is split behind a lock.
+                Err(upgraded) => {
+                    let (read, write) = tokio::io::split(TokioIo::new(upgraded));
+                    connection::run(read, write, ctx.connections.clone(), Some(peer)).await;
+                }
+            },
             Err(e) => tracing::debug!(%peer, error = %e, "WebSocket upgrade failed"),
         }
     });

@@ -20,6 +20,7 @@ use tokio_tungstenite::tungstenite::Bytes;
 use super::{TickLoop, WelcomeBase};
 use crate::events::{ClientShared, Outbound, ReclaimRefused};
 use crate::metrics::Metrics;
+use crate::outlet::Outlet;
 use crate::reclaim::Tokens;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,7 +154,8 @@ impl TickLoop {
             };
             // A closed queue: nothing is sent until a reclaim brings a connection.
             let (queue, _) = crate::send_queue::channel(1);
-            let mut c = TickClient::new(Arc::new(ClientShared::new(client)), queue);
+            let shared = ClientShared::new(client, Outlet::closed());
+            let mut c = TickClient::new(Arc::new(shared), queue);
             c.state = JoinState::Detached {
                 leave_tick: tick.saturating_add(self.settings.reconnect_grace_ticks),
             };
@@ -191,7 +193,7 @@ impl TickLoop {
         token: &ReconnectToken,
         terrain_cached: bool,
         keeps_baselines: bool,
-        queue: Sender<Outbound>,
+        (queue, outlet): (Sender<Outbound>, Arc<Outlet>),
         reply: oneshot::Sender<Result<Arc<ClientShared>, ReclaimRefused>>,
     ) {
         let m = self.metrics.clone();
@@ -224,7 +226,7 @@ impl TickLoop {
                 "another connection reclaimed this avatar with its reconnect token",
             ),
         }
-        let shared = Arc::new(ClientShared::new(client));
+        let shared = Arc::new(ClientShared::new(client, outlet));
         *c = TickClient {
             state: JoinState::Joined,
             spectator: c.spectator,

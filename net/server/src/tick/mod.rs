@@ -2,9 +2,9 @@
 //!
 //! Each tick: drain the connections' events into the tick's inputs (joins, coalesced
 //! steering, casts, acks, leaves), step the kernel, append the tick to the recording, then
-//! hand each client its snapshot with a non-blocking `try_send` into its bounded queue. The
-//! thread never waits on a client: a full queue drops the snapshot and counts it, and a
-//! client that keeps overflowing is asked to close.
+//! queue each client's snapshot into its bounded outlet, which the flusher thread writes
+//! into the socket. The thread never waits on a client: a full outlet drops the snapshot
+//! and counts it, and a client that keeps overflowing is asked to close.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -12,12 +12,12 @@ use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use crate::send_queue::TrySendError;
+use crate::flusher::Flusher;
+use crate::outlet::Refused;
 use migratory_kernel::{Input, TickInputs, ViewEntry, World, VIEW_ENTITIES_MAX};
-use tokio_tungstenite::tungstenite::Bytes;
 
 use crate::config::BackpressureSection;
-use crate::events::{NetEvent, Outbound};
+use crate::events::NetEvent;
 use crate::metrics::{Metrics, Phase};
 use crate::reclaim::{ReclaimWriter, Tokens};
 use crate::recorder::{RecordError, Recorder};
@@ -98,6 +98,8 @@ pub struct TickLoop {
     inputs: TickInputs,
     shutdown: Arc<AtomicBool>,
     epoch: Instant,
+    /// Writes the snapshots this thread queues, off this thread.
+    flusher: Flusher,
 }
 
 impl std::fmt::Debug for TickLoop {
@@ -150,6 +152,7 @@ impl TickLoop {
             inputs: TickInputs::default(),
             shutdown,
             epoch,
+            flusher: Flusher::start(),
         };
         l.carry(carried);
         l.publish_tokens(true);
@@ -324,8 +327,9 @@ impl TickLoop {
                     terrain_cached,
                     keeps_baselines,
                     queue,
+                    outlet,
                     reply,
-                } => self.on_reclaim(&token, terrain_cached, keeps_baselines, queue, reply),
+                } => self.on_reclaim(&token, terrain_cached, keeps_baselines, (queue, outlet), reply),
                 // A connection that a reclaim replaced no longer speaks for its client.
                 NetEvent::Input {
                     client,
@@ -474,8 +478,9 @@ impl TickLoop {
         }
     }
 
-    /// Each due snapshot into its client's queue, never waiting: a full queue drops it, and
-    /// `grace_overflow_events` drops in a row evict the client.
+    /// Each due snapshot into its client's outlet, never waiting, then the outlets to the
+    /// flusher: a full outlet drops it, and `grace_overflow_events` drops in a row evict
+    /// the client.
     fn queue_snapshots(&mut self) {
         let out = self.world.output();
         let m = &self.metrics;
@@ -486,11 +491,13 @@ impl TickLoop {
             "tick {} handed off before it was published",
             out.tick
         );
+        let mut due = self.flusher.list();
         for f in out.snapshots() {
             let Some(c) = self.clients.get_mut(&f.client) else {
                 continue;
             };
-            if c.state != JoinState::Joined || c.closing || c.shared.terrain_pending.load(Relaxed) {
+            let outlet = &c.shared.outlet;
+            if c.state != JoinState::Joined || c.closing || !outlet.is_open() {
                 continue;
             }
             if c.awaiting_full_snapshot {
@@ -501,15 +508,19 @@ impl TickLoop {
                 }
                 c.awaiting_full_snapshot = false;
             }
-            let message = Bytes::from(protocol::encode_snapshot(f.bytes));
-            match c.queue.try_send(Outbound::Snapshot { message }) {
+            match outlet.queue_binary(&[protocol::server_type::SNAPSHOT], f.bytes) {
                 Ok(depth) => {
+                    due.push(outlet.clone());
                     c.shared.queue_depth_hwm.fetch_max(depth, Relaxed);
+                    m.snapshots_sent_total.fetch_add(1, Relaxed);
+                    m.messages_sent_total.fetch_add(1, Relaxed);
+                    m.bytes_sent_total.fetch_add(1 + f.bytes.len() as u64, Relaxed);
                 }
-                Err(TrySendError::Full(_)) => overflowed(c, f.client, out.tick, bp, m),
-                Err(TrySendError::Closed(_)) => c.closing = true,
+                Err(Refused::Full) => overflowed(c, f.client, out.tick, bp, m),
+                Err(Refused::Closed) => c.closing = true,
             }
         }
+        self.flusher.flush(due);
     }
 
     fn finish(mut self, ran: u64) -> TickReport {
@@ -557,7 +568,7 @@ fn overflowed(c: &mut TickClient, client: u32, tick: u32, bp: &BackpressureSecti
     s.overflow_events.fetch_add(1, Relaxed);
     m.state_updates_dropped_total.fetch_add(1, Relaxed);
     m.overflow_events_total.fetch_add(1, Relaxed);
-    c.overflow_streak = if s.sent_since_overflow.swap(false, Relaxed) {
+    c.overflow_streak = if s.outlet.take_sent_since_overflow() {
         1
     } else {
         c.overflow_streak + 1
