@@ -491,9 +491,20 @@ impl Bot<'_> {
             avatar_id: u32::MAX,
             position: (0, 0),
         };
+        // Both timers live across the loop, reset rather than made anew: a `Sleep` made in
+        // the loop registers with the timer wheel, and leaves it, on every message.
+        let session_timeout = tokio::time::sleep_until(session_end);
+        tokio::pin!(session_timeout);
+        let reply_due = tokio::time::sleep_until(session_end);
+        tokio::pin!(reply_due);
         let ended = loop {
+            if let Some((at, _)) = &session.reply {
+                if reply_due.deadline() != *at {
+                    reply_due.as_mut().reset(*at);
+                }
+            }
             tokio::select! {
-                _ = tokio::time::sleep_until(session_end) => break SessionEnd::Timeout,
+                _ = &mut session_timeout => break SessionEnd::Timeout,
                 // A stalled bot stops reading once it has joined and taken the terrain.
                 msg = ws.next(), if !(self.stats.stalled && session.last_tick.is_some()) => {
                     let data = match msg {
@@ -510,7 +521,7 @@ impl Bot<'_> {
                         break SessionEnd::Lost;
                     }
                 }
-                _ = sleep_until_reply(&session.reply), if session.reply.is_some() => {
+                _ = &mut reply_due, if session.reply.is_some() => {
                     if let Some((_, reply)) = session.reply.take() {
                         if ws.send(Message::Binary(reply.into())).await.is_err() {
                             break SessionEnd::Lost;
@@ -640,14 +651,6 @@ impl Bot<'_> {
             session.reply = Some((now + delay, reply));
         }
         Flow::Continue
-    }
-}
-
-/// Waits until the pending reply is due (forever when there is none; the caller guards).
-async fn sleep_until_reply(reply: &Option<(Instant, Vec<u8>)>) {
-    match reply {
-        Some((at, _)) => tokio::time::sleep_until(*at).await,
-        None => std::future::pending().await,
     }
 }
 
