@@ -492,6 +492,7 @@ impl TickLoop {
             out.tick
         );
         let mut due = self.flusher.list();
+        let mut sent_bytes = 0u64;
         for f in out.snapshots() {
             let Some(c) = self.clients.get_mut(&f.client) else {
                 continue;
@@ -512,14 +513,17 @@ impl TickLoop {
                 Ok(depth) => {
                     due.push(outlet.clone());
                     c.shared.queue_depth_hwm.fetch_max(depth, Relaxed);
-                    m.snapshots_sent_total.fetch_add(1, Relaxed);
-                    m.messages_sent_total.fetch_add(1, Relaxed);
-                    m.bytes_sent_total.fetch_add(1 + f.bytes.len() as u64, Relaxed);
+                    sent_bytes += 1 + f.bytes.len() as u64;
                 }
                 Err(Refused::Full) => overflowed(c, f.client, out.tick, bp, m),
                 Err(Refused::Closed) => c.closing = true,
             }
         }
+        // Counted once a tick: the I/O threads add to the same counters.
+        let sent = due.len() as u64;
+        m.snapshots_sent_total.fetch_add(sent, Relaxed);
+        m.messages_sent_total.fetch_add(sent, Relaxed);
+        m.bytes_sent_total.fetch_add(sent_bytes, Relaxed);
         self.flusher.flush(due);
     }
 
