@@ -24,10 +24,6 @@ use std::task::{Context, Poll, Waker};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_tungstenite::tungstenite::Bytes;
 
-/// Bytes the task's own writes may leave waiting; past this a write of the task's waits
-/// for the socket (taking none of its bytes), as a plain socket write would.
-const TASK_PENDING_BYTES_MAX: usize = 64 * 1024;
-
 /// The socket's write side, as the outlet holds it.
 type Io = Box<dyn AsyncWrite + Send + Unpin>;
 
@@ -68,7 +64,6 @@ struct Inner {
     io: Option<Io>,
     /// Bytes taken and not yet in the socket, oldest first; the first may be partly sent.
     waiting: VecDeque<Bytes>,
-    waiting_bytes: usize,
     /// The socket was full at the last write: the task drains what waits as it has room.
     blocked: bool,
     /// The task, while it waits for something to drain.
@@ -90,7 +85,6 @@ impl Outlet {
             inner: Mutex::new(Inner {
                 io: Some(Box::new(io)),
                 waiting: VecDeque::new(),
-                waiting_bytes: 0,
                 blocked: false,
                 drain_waker: None,
             }),
@@ -107,7 +101,6 @@ impl Outlet {
             inner: Mutex::new(Inner {
                 io: None,
                 waiting: VecDeque::new(),
-                waiting_bytes: 0,
                 blocked: false,
                 drain_waker: None,
             }),
@@ -148,7 +141,6 @@ impl Outlet {
         let mut s = self.lock();
         s.io = None;
         s.waiting = VecDeque::new();
-        s.waiting_bytes = 0;
         self.open.store(false, Ordering::Release);
         if let Some(w) = s.drain_waker.take() {
             w.wake();
@@ -166,7 +158,6 @@ impl Outlet {
             return Err(Refused::Full);
         }
         let frames = binary_frames(head, body, self.frame_bytes_max);
-        s.waiting_bytes += frames.len();
         s.waiting.push_back(frames);
         Ok(s.waiting.len())
     }
@@ -222,7 +213,6 @@ impl Outlet {
                 Ok(n) => n,
                 Err(e) => return Poll::Ready(Err(e)),
             };
-            s.waiting_bytes -= n;
             if n < front.len() {
                 if let Some(f) = s.waiting.front_mut() {
                     *f = front.slice(n..);
@@ -270,27 +260,15 @@ impl AsyncWrite for Writer {
         if s.io.is_none() {
             return Poll::Ready(Err(closed_error()));
         }
-        if !s.waiting.is_empty() {
-            if let Poll::Ready(Err(e)) = outlet.drain(&mut s, cx) {
-                return Poll::Ready(Err(e));
-            }
+        // What waits goes first; until it is out, this write takes none of its bytes (as a
+        // plain socket write would), so a stalled client holds at most one write's copy.
+        std::task::ready!(outlet.drain(&mut s, cx))?;
+        let sent = write_some(&mut s, cx, buf)?;
+        if sent < buf.len() {
+            // Taken whole: the rest waits, so no other write can cut into the frame.
+            s.waiting.push_back(Bytes::copy_from_slice(&buf[sent..]));
+            s.blocked = true;
         }
-        if s.waiting.is_empty() {
-            let sent = write_some(&mut s, cx, buf)?;
-            if sent < buf.len() {
-                // Taken whole: the rest waits, so no other write can cut into the frame.
-                s.waiting_bytes += buf.len() - sent;
-                s.waiting.push_back(Bytes::copy_from_slice(&buf[sent..]));
-                s.blocked = true;
-            }
-            return Poll::Ready(Ok(buf.len()));
-        }
-        if s.waiting_bytes + buf.len() > TASK_PENDING_BYTES_MAX {
-            // None of it is taken; the drain above left `cx` to be woken with room.
-            return Poll::Pending;
-        }
-        s.waiting_bytes += buf.len();
-        s.waiting.push_back(Bytes::copy_from_slice(buf));
         Poll::Ready(Ok(buf.len()))
     }
 
@@ -370,6 +348,10 @@ impl<R: AsyncRead + Unpin> AsyncRead for Prefixed<R> {
             let n = self.ahead.len().min(buf.remaining());
             let head = self.ahead.split_to(n);
             buf.put_slice(&head);
+            if self.ahead.is_empty() {
+                // An empty view would still hold its buffer.
+                self.ahead = Bytes::new();
+            }
             return Poll::Ready(Ok(()));
         }
         Pin::new(&mut self.read).poll_read(cx, buf)

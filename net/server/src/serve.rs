@@ -737,11 +737,14 @@ async fn ws_upgrade(
                 // The socket itself, split: the tick thread writes snapshots into its write
                 // half without locking out the task's reads.
                 Ok(parts) => {
-                    let (read, write) = parts.io.into_inner().into_split();
-                    let read = Prefixed {
-                        ahead: parts.read_buf,
-                        read,
-                    };
+                    let hyper::upgrade::Parts { io, read_buf, .. } = parts;
+                    let (read, write) = io.into_inner().into_split();
+                    // Copied out, and the view dropped here: the bytes hyper read ahead are
+                    // a view of its whole read buffer (8 KiB), which would otherwise live as
+                    // long as the connection.
+                    let ahead = Bytes::copy_from_slice(&read_buf);
+                    drop(read_buf);
+                    let read = Prefixed { ahead, read };
                     connection::run(read, write, ctx.connections.clone(), Some(peer)).await;
                 }
                 // Any other transport (none today) is split behind a lock.
