@@ -21,6 +21,7 @@
 
 mod accept;
 pub mod agones;
+mod batch_thread;
 pub mod cli;
 pub mod config;
 #[cfg(test)]
