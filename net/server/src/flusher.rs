@@ -29,7 +29,6 @@ impl Flusher {
         let started = std::thread::Builder::new()
             .name("migratory-flusher".into())
             .spawn(move || {
-                crate::batch_thread::mark_current_thread_batch();
                 for mut outlets in due_rx {
                     for o in outlets.drain(..) {
                         o.write_waiting();

@@ -21,7 +21,6 @@
 
 mod accept;
 pub mod agones;
-mod batch_thread;
 pub mod cli;
 pub mod config;
 #[cfg(test)]

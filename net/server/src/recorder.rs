@@ -98,7 +98,6 @@ impl Recorder {
         let thread = std::thread::Builder::new().name("migratory-record".into()).spawn({
             let (path, error, metrics) = (path.clone(), error.clone(), metrics.clone());
             move || {
-                crate::batch_thread::mark_current_thread_batch();
                 if let Err(e) = write_jobs(writer, rx, &metrics) {
                     tracing::error!(path = %path.display(), error = %e, "recording write failed; recording stopped");
                     metrics.recording_errors_total.fetch_add(1, Relaxed);
@@ -170,7 +169,6 @@ impl Recorder {
         let spawned = std::thread::Builder::new()
             .name("migratory-prefault".into())
             .spawn(move || {
-                crate::batch_thread::mark_current_thread_batch();
                 // Written, not `vec![0; bytes]`: calloc's zeroed pages are mapped only when
                 // first written, and faulting them in is what this thread is for.
                 #[allow(clippy::slow_vector_initialization)]
