@@ -509,11 +509,11 @@ impl TickLoop {
                 }
                 c.awaiting_full_snapshot = false;
             }
-            match outlet.queue_binary(&[protocol::server_type::SNAPSHOT], f.bytes) {
+            match outlet.queue_binary(&protocol::SNAPSHOT_HEAD, f.bytes) {
                 Ok(depth) => {
                     due.push(outlet.clone());
                     c.shared.queue_depth_hwm.fetch_max(depth, Relaxed);
-                    sent_bytes += 1 + f.bytes.len() as u64;
+                    sent_bytes += (protocol::SNAPSHOT_HEAD.len() + f.bytes.len()) as u64;
                 }
                 Err(Refused::Full) => overflowed(c, f.client, out.tick, bp, m),
                 Err(Refused::Closed) => c.closing = true,

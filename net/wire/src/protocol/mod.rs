@@ -17,7 +17,7 @@ pub use client::{
     encode_hello_with, encode_input, encode_input_ack, encode_ping, ServerMessage, ServerMessageError,
 };
 pub use name::name_is_acceptable;
-pub use server::{decode_client, encode_pong, encode_snapshot, encode_welcome};
+pub use server::{decode_client, encode_pong, encode_snapshot, encode_welcome, SNAPSHOT_HEAD};
 
 use crate::terrain_wire::TerrainDescriptor;
 

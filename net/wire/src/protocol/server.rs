@@ -207,10 +207,15 @@ pub fn encode_welcome(w: &Welcome) -> Vec<u8> {
     b
 }
 
+/// What comes before the kernel's snapshot in a SNAPSHOT message: the type byte. For a
+/// writer that frames the message in place (the server's outlet) instead of calling
+/// [`encode_snapshot`].
+pub const SNAPSHOT_HEAD: [u8; 1] = [server_type::SNAPSHOT];
+
 /// SNAPSHOT: the type byte, then the kernel's snapshot verbatim.
 pub fn encode_snapshot(snapshot: &[u8]) -> Vec<u8> {
-    let mut b = Vec::with_capacity(1 + snapshot.len());
-    b.push(server_type::SNAPSHOT);
+    let mut b = Vec::with_capacity(SNAPSHOT_HEAD.len() + snapshot.len());
+    b.extend_from_slice(&SNAPSHOT_HEAD);
     b.extend_from_slice(snapshot);
     b
 }
