@@ -289,6 +289,7 @@ impl TickLoop {
             let region_bytes = VIEW_ENTITIES_MAX * std::mem::size_of::<ViewEntry>();
             m.view_arena_bytes.store((regions * region_bytes) as u64, Relaxed);
         }
+        self.hand_over_recording();
         t4 - t0
     }
 
@@ -448,6 +449,21 @@ impl TickLoop {
             };
         }
         checkpointed
+    }
+
+    /// Wakes the recording's writer with a checkpoint's tick, once the tick's snapshots are
+    /// out and its time is taken: the writer then compacts it in the tick thread's sleep,
+    /// not in its work (see `recorder`).
+    fn hand_over_recording(&mut self) {
+        if !self.recorder.as_ref().is_some_and(Recorder::holding) {
+            return;
+        }
+        self.set_phase(Phase::Record);
+        // The live world goes on when the writer fails; it has logged and counted why.
+        if let Some(Err(e)) = self.recorder.as_mut().map(Recorder::hand_over) {
+            self.recording_error = Some(e);
+        }
+        self.set_phase(Phase::Idle);
     }
 
     /// WELCOMEs for this tick's joins, closes for refused ones, then every snapshot.
