@@ -20,6 +20,7 @@ mod backpressure;
 mod bad_input;
 mod common;
 mod fleet;
+mod messages;
 mod process;
 mod reclaim;
 mod session;
