@@ -677,6 +677,9 @@ where
     /// The close handshake, bounded in time; afterwards the transport is dropped.
     async fn finish(&mut self, stop: Stop) -> End {
         let limit = self.ctx.backpressure.eviction_close_timeout();
+        // The close frame (ours, or tungstenite's reply to the client's) is the last frame:
+        // no snapshot may follow it.
+        self.outlet.stop_snapshots();
         match stop {
             Stop::Close { code, reason } => {
                 self.ctx.metrics.count_close(code);

@@ -12,7 +12,8 @@
 //! Frames never interleave: every write here happens under the outlet's lock, a write of
 //! the task's (through [`Writer`]) is taken whole or not at all, and while anything waits
 //! every new write queues behind it. Snapshots go out only once the outlet is open, which
-//! the task does after WELCOME and the terrain are in.
+//! the task does after WELCOME and the terrain are in, and never after the close frame
+//! (`stop_snapshots`).
 
 use std::collections::VecDeque;
 use std::io;
@@ -121,6 +122,15 @@ impl Outlet {
         self.open.store(true, Ordering::Release);
     }
 
+    /// Lets no more snapshots through, before the task writes its close frame: a data frame
+    /// after a close frame is a protocol error the client reports (a browser logs "Data
+    /// frame received after close"). Under the lock, so a snapshot queued concurrently is
+    /// either in before the close frame or refused.
+    pub fn stop_snapshots(&self) {
+        let _s = self.lock();
+        self.open.store(false, Ordering::Release);
+    }
+
     /// Snapshots may be sent.
     pub fn is_open(&self) -> bool {
         self.open.load(Ordering::Acquire)
@@ -149,9 +159,11 @@ impl Outlet {
 
     /// Queues the binary message `head` + `body` from any thread, never waiting, for
     /// [`Outlet::write_waiting`] (or the task) to write. Answers how many writes then wait.
+    /// An outlet not open (or no longer: see [`Outlet::stop_snapshots`]) refuses it as
+    /// closed.
     pub fn queue_binary(&self, head: &[u8], body: &[u8]) -> Result<usize, Refused> {
         let mut s = self.lock();
-        if s.io.is_none() {
+        if s.io.is_none() || !self.open.load(Ordering::Acquire) {
             return Err(Refused::Closed);
         }
         if s.waiting.len() >= self.waiting_max {

@@ -167,6 +167,7 @@ async fn a_full_outlet_refuses_and_a_drained_one_takes_again() {
 async fn a_blocked_outlet_is_left_to_the_task() {
     let (server, mut client) = tokio::io::duplex(8);
     let outlet = Outlet::new(server, 4, 2_048);
+    outlet.open();
     outlet.queue_binary(&[], &[1; 20]).unwrap();
     outlet.write_waiting();
     // The task waits for room; the pipe's reader then makes some.
@@ -207,6 +208,44 @@ async fn a_closed_outlet_refuses_and_wakes_its_drainer() {
     assert_eq!(outlet.queue_binary(&[], &[1]), Err(Refused::Closed));
     assert!(!outlet.is_open());
     assert_eq!(Outlet::closed().queue_binary(&[], &[1]), Err(Refused::Closed));
+}
+
+/// Snapshots stop before the close frame: one queued before `stop_snapshots` goes out
+/// ahead of it, none after (a browser reports a data frame after a close as an error).
+#[tokio::test]
+async fn no_snapshot_follows_the_close_frame() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
+    let (server, client) = tokio::io::duplex(1 << 16);
+    let outlet = Outlet::new(server, 8, 2_048);
+    outlet.open();
+    assert_eq!(outlet.queue_binary(&[], &[1; 3]), Ok(1));
+    outlet.stop_snapshots();
+    assert!(!outlet.is_open());
+    let stream = Duplex {
+        read: tokio::io::empty(),
+        write: Writer(outlet.clone()),
+    };
+    let mut ws = WebSocketStream::from_raw_socket(stream, Role::Server, None).await;
+    let close = CloseFrame {
+        code: 1001.into(),
+        reason: "server shutting down".into(),
+    };
+    ws.send(Message::Close(Some(close))).await.unwrap();
+    assert_eq!(outlet.queue_binary(&[], &[2; 3]), Err(Refused::Closed));
+    outlet.write_waiting();
+    drop(ws);
+    let mut client = WebSocketStream::from_raw_socket(client, Role::Client, None).await;
+    let mut got = Vec::new();
+    while let Some(Ok(m)) = client.next().await {
+        got.push(m);
+    }
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0], Message::Binary(vec![1u8; 3].into()));
+    assert!(
+        matches!(got[1], Message::Close(Some(ref f)) if u16::from(f.code) == 1001),
+        "{got:?}"
+    );
 }
 
 #[tokio::test]
