@@ -7,9 +7,10 @@
 //! pinned, and a thread that has slept is placed where it was woken and preempts), so a
 //! wake-up in the middle of the tick delayed the snapshots by the writer's work, there
 //! compacting 4.4 MB: the send took 2-5 ms in four checkpoints of seven at 1,000 bots.
-//! Other ticks go at once: held to the end of every tick, the writer's wake-up met the
-//! flusher's, and the loop's median rose from 1.74-1.84 to 2.46-3.36 ms (`hold_cpu.sh`,
-//! recorded, 3 pairs).
+//! Other ticks go at once: with every tick held to the end, the loop's median rose from
+//! 1.74-1.84 to 2.46-3.36 ms (`hold_cpu.sh`, recorded, 3 pairs). Why was not found, and
+//! that median also moves between about 1.7 and 3 ms from run to run of one binary; held
+//! only at checkpoints it stayed (1.71 and 1.74 against 1.78 and 1.71 ms).
 //!
 //! On the tick thread, a second's block of 1,000 clients' inputs took 2 ms to encode and
 //! compress, and a checkpoint 18 ms (longer than a tick at 60 Hz); what stays on it is
@@ -88,7 +89,8 @@ pub struct Recorder {
     /// the last checkpoint's buffer was reserved for (`buffer_bytes`), which sizes it.
     prefault: Option<JoinHandle<Vec<u8>>>,
     last_checkpoint_bytes: usize,
-    /// This tick's jobs, in order, until `hand_over` sends them.
+    /// A checkpoint's tick and the jobs after it in that tick, in order, until `hand_over`
+    /// sends them.
     held: Vec<Job>,
 }
 
