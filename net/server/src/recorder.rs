@@ -192,10 +192,7 @@ impl Recorder {
             self.held.clear();
             return Ok(());
         };
-        // Taken out and put back, so its room is kept from tick to tick.
-        let mut held = std::mem::take(&mut self.held);
-        let sent = held.drain(..).all(|job| tx.send(job).is_ok());
-        self.held = held;
+        let sent = self.held.drain(..).all(|job| tx.send(job).is_ok());
         if !sent {
             self.tx = None;
             return Err(self.writer_error());

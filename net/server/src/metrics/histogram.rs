@@ -49,27 +49,28 @@ fn bucket_of(v: u64) -> usize {
     (SUB + shift as u64 * SUB + sub) as usize
 }
 
-/// The largest value bucket `i` holds.
-fn upper_of(i: usize) -> u64 {
+/// The smallest value bucket `i` holds and how many values it spans: one each below
+/// `SUB`, then `SUB` buckets per power of two.
+fn span_of(i: usize) -> (u64, u64) {
     let i = i as u64;
     if i < SUB {
-        return i;
+        return (i, 1);
     }
     let shift = (i - SUB) / SUB;
     let sub = (i - SUB) % SUB;
-    ((SUB + sub) << shift) + ((1u64 << shift) - 1)
+    ((SUB + sub) << shift, 1 << shift)
+}
+
+/// The largest value bucket `i` holds.
+fn upper_of(i: usize) -> u64 {
+    let (low, width) = span_of(i);
+    low + (width - 1)
 }
 
 /// A representative value of bucket `i` (its midpoint).
 fn value_of(i: usize) -> u64 {
-    let i = i as u64;
-    if i < SUB {
-        return i;
-    }
-    let shift = (i - SUB) / SUB;
-    let sub = (i - SUB) % SUB;
-    let low = (SUB + sub) << shift;
-    low + (1u64 << shift) / 2
+    let (low, width) = span_of(i);
+    low + width / 2
 }
 
 impl Histogram {
