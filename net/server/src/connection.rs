@@ -145,10 +145,15 @@ struct Conn<R> {
 /// Least time between two BOOKMARKs a connection has recorded.
 const BOOKMARK_INTERVAL_MIN: Duration = Duration::from_secs(1);
 
-/// Serves one upgraded WebSocket connection, read from `read` and written to `write`,
-/// until it ends.
-pub(crate) async fn run<R, W>(read: R, write: W, ctx: Arc<ConnectionCtx>, peer: Option<SocketAddr>)
-where
+/// Serves one upgraded WebSocket connection, read from `read` and written to `write`
+/// (which owns the socket `fd`, when it is one), until it ends.
+pub(crate) async fn run<R, W>(
+    read: R,
+    write: W,
+    fd: Option<std::os::fd::RawFd>,
+    ctx: Arc<ConnectionCtx>,
+    peer: Option<SocketAddr>,
+) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Send + Unpin + 'static,
 {
@@ -156,6 +161,7 @@ where
     let limits = &ctx.input_limits;
     let outlet = Outlet::new(
         write,
+        fd,
         ctx.backpressure.send_queue_max_messages as usize,
         ctx.ws_frame_bytes_max,
     );
