@@ -1,7 +1,7 @@
 #!/bin/bash
 # One short 1,000-bot hold against a given server binary, for side-by-side comparisons
 # (opt-in), from the repo root after `cargo build --release -p migratory-server -p migratory-bots`:
-#   net/bench/hold_cpu.sh SERVER_BINARY BOTS_BINARY [perf|perf-bots|trace]
+#   net/bench/hold_cpu.sh SERVER_BINARY BOTS_BINARY [perf|perf-bots|trace|threads]
 # Ramps straight to 1,000 bots, then over 20 s of the hold prints the server's user and
 # system CPU per tick (from /proc, 1,200 ticks at 60 Hz), the bots' CPU, and the medians
 # of the soak's per-second loop p50/p99 and CPU series. Run binaries alternately (before,
@@ -9,10 +9,12 @@
 # Environment: SERVER_CONFIG=FILE (default net/bench/soak-server.toml); REC_DIR=DIR records
 # the session there (default: no recording); IO_NICE=N renices the server's I/O threads;
 # BOTS_ARGS="..." adds arguments to the bots (e.g. --reply-after-percent 0).
-# `perf` records the server's profile to hold-cpu-perf.data (`perf-bots` the bots'), `trace` counts syscalls into
-# hold-cpu-trace.txt (tracing slows the server: use its counts only).
+# `perf` records the server's profile to hold-cpu-perf.data (`perf-bots` the bots'), `trace`
+# counts syscalls into hold-cpu-trace.txt (tracing slows the server: use its counts only),
+# `threads` also prints the server's user and system CPU per tick by thread name (from
+# /proc/PID/task, threads of one name summed).
 set -u
-SRV=${1:?usage: net/bench/hold_cpu.sh SERVER BOTS [perf|perf-bots|trace]}; BOTS=${2:?bots binary}; MODE=${3:-}
+SRV=${1:?usage: net/bench/hold_cpu.sh SERVER BOTS [perf|perf-bots|trace|threads]}; BOTS=${2:?bots binary}; MODE=${3:-}
 OUT=$(mktemp -d)
 if [ -n "${REC_DIR:-}" ]; then REC=(--record-dir "$REC_DIR"); else REC=(--no-record); fi
 $SRV serve --config "${SERVER_CONFIG:-net/bench/soak-server.toml}" --listen 127.0.0.1:0 "${REC[@]}" > $OUT/out.txt 2> $OUT/err.txt &
@@ -27,6 +29,12 @@ BP=$!
 sleep 28
 read U0 S0 <<< $(awk '{print $14, $15}' /proc/$SP/stat)
 read BU0 BS0 <<< $(awk '{print $14, $15}' /proc/$BP/stat)
+# The server's threads by name (as the kernel keeps it), user and system ticks summed.
+by_thread() {
+  for t in /proc/$SP/task/*; do echo "$(tr ' ' '_' < $t/comm) $(awk '{print $14, $15}' $t/stat)"; done |
+    awk '{u[$1] += $2; s[$1] += $3} END {for (k in u) print k, u[k], s[k]}' | sort
+}
+[ "$MODE" = threads ] && by_thread > $OUT/threads-before
 case "$MODE" in
   perf) perf record -F 999 -g -p $SP -o hold-cpu-perf.data -- sleep 20 2> /dev/null ;;
   perf-bots) perf record -F 999 -g -p $BP -o hold-cpu-perf.data -- sleep 20 2> /dev/null ;;
@@ -35,6 +43,7 @@ case "$MODE" in
 esac
 read U1 S1 <<< $(awk '{print $14, $15}' /proc/$SP/stat)
 read BU1 BS1 <<< $(awk '{print $14, $15}' /proc/$BP/stat)
+[ "$MODE" = threads ] && by_thread > $OUT/threads-after
 wait $BP
 kill -INT $SP; wait $SP
 HZ=$(getconf CLK_TCK)
@@ -46,4 +55,8 @@ med = lambda k: st.median(x[k] for x in h if x.get(k) is not None) if any(x.get(
 print('loop p50 %.2f p99 %.2f cpu %.2f, segments out %.0f (pure ACKs %.0f) in %.0f per tick (medians per second)' % tuple(med(k) for k in ('loop_p50_ms', 'loop_p99_ms', 'cpu_ms_per_tick', 'segments_out_per_tick', 'pure_acks_out_per_tick', 'segments_in_per_tick')))")
 python3 -c "print('$(basename $SRV): user %.2f sys %.2f ms per tick, bots %.2f s CPU in 20 s (user %.2f sys %.2f)' % (($U1-$U0)*1000/$HZ/1200, ($S1-$S0)*1000/$HZ/1200, ($BU1+$BS1-$BU0-$BS0)/$HZ, ($BU1-$BU0)/$HZ, ($BS1-$BS0)/$HZ))"
 echo "$SERIES | $(grep -h RTT $OUT/soak/summary.txt)"
+if [ "$MODE" = threads ]; then
+  join $OUT/threads-before $OUT/threads-after |
+    awk -v hz=$HZ '{printf "  %-16s user %.2f sys %.2f ms per tick\n", $1, ($4 - $2) * 1000 / hz / 1200, ($5 - $3) * 1000 / hz / 1200}'
+fi
 rm -rf $OUT
