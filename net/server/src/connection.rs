@@ -11,11 +11,11 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::outlet::{Duplex, Outlet, Writer};
+use crate::outlet::{Duplex, Outlet, WriteSide, Writer};
 use crate::rate_limit::{Admit, RateLimiter};
 use crate::send_queue;
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::{CloseFrame, Frame};
@@ -145,23 +145,17 @@ struct Conn<R> {
 /// Least time between two BOOKMARKs a connection has recorded.
 const BOOKMARK_INTERVAL_MIN: Duration = Duration::from_secs(1);
 
-/// Serves one upgraded WebSocket connection, read from `read` and written to `write`
-/// (which owns the socket `fd`, when it is one), until it ends.
-pub(crate) async fn run<R, W>(
-    read: R,
-    write: W,
-    fd: Option<std::os::fd::RawFd>,
-    ctx: Arc<ConnectionCtx>,
-    peer: Option<SocketAddr>,
-) where
+/// Serves one upgraded WebSocket connection, read from `read` and written to `write`,
+/// until it ends.
+pub(crate) async fn run<R, W>(read: R, write: W, ctx: Arc<ConnectionCtx>, peer: Option<SocketAddr>)
+where
     R: AsyncRead + Unpin,
-    W: AsyncWrite + Send + Unpin + 'static,
+    W: WriteSide,
 {
     let _gauge = ConnectionGauge::new(&ctx.metrics);
     let limits = &ctx.input_limits;
     let outlet = Outlet::new(
         write,
-        fd,
         ctx.backpressure.send_queue_max_messages as usize,
         ctx.ws_frame_bytes_max,
     );

@@ -97,7 +97,7 @@ mod tests {
     #[tokio::test]
     async fn queued_snapshots_reach_the_socket_through_the_thread() {
         let (server, mut client) = tokio::io::duplex(1 << 16);
-        let outlet = Outlet::new(server, None, 8, 2_048);
+        let outlet = Outlet::new(server, 8, 2_048);
         outlet.open();
         let flusher = Flusher::start();
         for round in 0..3u8 {

@@ -17,7 +17,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -27,7 +27,28 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_tungstenite::tungstenite::Bytes;
 
 /// The socket's write side, as the outlet holds it.
-type Io = Box<dyn AsyncWrite + Send + Unpin>;
+type Io = Box<dyn WriteSide>;
+
+/// A connection's write side: a byte stream, and the socket under it when it is one.
+pub(crate) trait WriteSide: AsyncWrite + Send + Unpin + 'static {
+    /// The socket this writes into, for writes straight to it (`write_some`); `None` for a
+    /// stream that is not a socket of its own.
+    fn socket_fd(&self) -> Option<RawFd> {
+        None
+    }
+}
+
+impl WriteSide for tokio::net::tcp::OwnedWriteHalf {
+    fn socket_fd(&self) -> Option<RawFd> {
+        Some(self.as_ref().as_raw_fd())
+    }
+}
+
+/// A transport split behind a lock (any upgrade but hyper's own TCP stream).
+impl<T: AsyncWrite + Send + 'static> WriteSide for tokio::io::WriteHalf<T> {}
+
+#[cfg(test)]
+impl WriteSide for tokio::io::DuplexStream {}
 
 /// Why [`Outlet::queue_binary`] did not take a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,10 +85,6 @@ impl std::fmt::Debug for Outlet {
 struct Inner {
     /// `None` once closed.
     io: Option<Io>,
-    /// The socket under `io`, when it is one: written with `send(2)` directly, which skips
-    /// tokio's readiness bookkeeping on every snapshot (see `write_some`). Open while `io`
-    /// is `Some`, which owns it.
-    fd: Option<RawFd>,
     /// Bytes taken and not yet in the socket, oldest first; the first may be partly sent.
     waiting: VecDeque<Bytes>,
     /// The socket was full at the last write: the task drains what waits as it has room.
@@ -77,15 +94,9 @@ struct Inner {
 }
 
 impl Outlet {
-    /// An outlet writing into `io`; at most `waiting_max` (at least 1) writes wait. `fd` is
-    /// the socket `io` writes into and owns, when it is one (a TCP stream's write half):
-    /// writes then go straight to it.
-    pub fn new(
-        io: impl AsyncWrite + Send + Unpin + 'static,
-        fd: Option<RawFd>,
-        waiting_max: usize,
-        frame_bytes_max: usize,
-    ) -> Arc<Outlet> {
+    /// An outlet writing into `io`; at most `waiting_max` (at least 1) writes wait. When `io`
+    /// is a socket's write half, writes go straight to the socket.
+    pub fn new(io: impl WriteSide, waiting_max: usize, frame_bytes_max: usize) -> Arc<Outlet> {
         assert!(
             waiting_max > 0 && frame_bytes_max > 0,
             "an outlet holds a write and a byte"
@@ -93,7 +104,6 @@ impl Outlet {
         Arc::new(Outlet {
             inner: Mutex::new(Inner {
                 io: Some(Box::new(io)),
-                fd,
                 waiting: VecDeque::new(),
                 blocked: false,
                 drain_waker: None,
@@ -110,7 +120,6 @@ impl Outlet {
         Arc::new(Outlet {
             inner: Mutex::new(Inner {
                 io: None,
-                fd: None,
                 waiting: VecDeque::new(),
                 blocked: false,
                 drain_waker: None,
@@ -160,7 +169,6 @@ impl Outlet {
     pub fn close(&self) {
         let mut s = self.lock();
         s.io = None;
-        s.fd = None;
         s.waiting = VecDeque::new();
         self.open.store(false, Ordering::Release);
         if let Some(w) = s.drain_waker.take() {
@@ -256,14 +264,14 @@ impl Outlet {
 fn write_some(s: &mut Inner, cx: &mut Context<'_>, buf: &[u8]) -> io::Result<usize> {
     let io = s.io.as_mut().ok_or_else(closed_error)?;
     let mut at = 0;
-    if let Some(fd) = s.fd {
+    if let Some(fd) = io.socket_fd() {
         // Straight into the socket: through `poll_write`, each of the flusher's 330 writes a
         // tick at 1,000 clients also went through tokio's readiness and cooperative budget
         // checks. Only a full socket falls through to `poll_write`, which then finds it full
         // and registers `cx` for its room.
         while at < buf.len() {
-            // SAFETY: `fd` is the socket `io` owns, and `io` is alive (we hold it); the
-            // buffer is valid for `buf.len() - at` bytes.
+            // SAFETY: `fd` is the socket `io` owns, and `io` is borrowed for this whole loop;
+            // the buffer is valid for `buf.len() - at` bytes.
             let n = unsafe {
                 libc::send(
                     fd,

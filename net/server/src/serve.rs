@@ -738,7 +738,6 @@ async fn ws_upgrade(
                 // half without locking out the task's reads.
                 Ok(parts) => {
                     let hyper::upgrade::Parts { io, read_buf, .. } = parts;
-                    let fd = std::os::fd::AsRawFd::as_raw_fd(io.inner());
                     let (read, write) = io.into_inner().into_split();
                     // Copied out, and the view dropped here: the bytes hyper read ahead are
                     // a view of its whole read buffer (8 KiB), which would otherwise live as
@@ -746,12 +745,12 @@ async fn ws_upgrade(
                     let ahead = Bytes::copy_from_slice(&read_buf);
                     drop(read_buf);
                     let read = Prefixed { ahead, read };
-                    connection::run(read, write, Some(fd), ctx.connections.clone(), Some(peer)).await;
+                    connection::run(read, write, ctx.connections.clone(), Some(peer)).await;
                 }
                 // Any other transport (none today) is split behind a lock.
                 Err(upgraded) => {
                     let (read, write) = tokio::io::split(TokioIo::new(upgraded));
-                    connection::run(read, write, None, ctx.connections.clone(), Some(peer)).await;
+                    connection::run(read, write, ctx.connections.clone(), Some(peer)).await;
                 }
             },
             Err(e) => tracing::debug!(%peer, error = %e, "WebSocket upgrade failed"),

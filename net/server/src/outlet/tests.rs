@@ -76,7 +76,7 @@ async fn drain_until_closed(outlet: Arc<Outlet>) {
 async fn messages_from_another_thread_and_the_task_arrive_whole_and_in_order() {
     // A pipe far smaller than what is sent: most writes wait and are drained.
     let (server, client) = tokio::io::duplex(64);
-    let outlet = Outlet::new(server, None, 1 << 20, 100);
+    let outlet = Outlet::new(server, 1 << 20, 100);
     outlet.open();
     let reader = tokio::spawn(messages_read(client));
     let sender = {
@@ -123,7 +123,7 @@ async fn messages_from_another_thread_and_the_task_arrive_whole_and_in_order() {
 #[tokio::test]
 async fn a_full_outlet_refuses_and_a_drained_one_takes_again() {
     let (server, mut client) = tokio::io::duplex(16);
-    let outlet = Outlet::new(server, None, 2, 2_048);
+    let outlet = Outlet::new(server, 2, 2_048);
     outlet.open();
     let m = message(1, 40);
     // The first fills the pipe and waits in part; the second waits whole; the third is refused.
@@ -166,7 +166,7 @@ async fn a_full_outlet_refuses_and_a_drained_one_takes_again() {
 #[tokio::test]
 async fn a_blocked_outlet_is_left_to_the_task() {
     let (server, mut client) = tokio::io::duplex(8);
-    let outlet = Outlet::new(server, None, 4, 2_048);
+    let outlet = Outlet::new(server, 4, 2_048);
     outlet.open();
     outlet.queue_binary(&[], &[1; 20]).unwrap();
     outlet.write_waiting();
@@ -196,7 +196,7 @@ async fn a_blocked_outlet_is_left_to_the_task() {
 #[tokio::test]
 async fn a_closed_outlet_refuses_and_wakes_its_drainer() {
     let (server, _client) = tokio::io::duplex(16);
-    let outlet = Outlet::new(server, None, 4, 2_048);
+    let outlet = Outlet::new(server, 4, 2_048);
     let drainer = tokio::spawn(drain_until_closed(outlet.clone()));
     tokio::task::yield_now().await;
     assert!(!outlet.is_open());
@@ -217,7 +217,7 @@ async fn no_snapshot_follows_the_close_frame() {
     use futures_util::SinkExt;
     use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
     let (server, client) = tokio::io::duplex(1 << 16);
-    let outlet = Outlet::new(server, None, 8, 2_048);
+    let outlet = Outlet::new(server, 8, 2_048);
     outlet.open();
     assert_eq!(outlet.queue_binary(&[], &[1; 3]), Ok(1));
     outlet.stop_snapshots();
@@ -251,7 +251,7 @@ async fn no_snapshot_follows_the_close_frame() {
 #[tokio::test]
 async fn a_failed_socket_closes_the_outlet() {
     let (server, client) = tokio::io::duplex(16);
-    let outlet = Outlet::new(server, None, 4, 2_048);
+    let outlet = Outlet::new(server, 4, 2_048);
     outlet.open();
     drop(client);
     assert_eq!(outlet.queue_binary(&[], &[1, 2, 3]), Ok(1));
@@ -281,7 +281,6 @@ async fn bytes_read_ahead_come_first() {
 /// client still reads every message whole and in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_straight_to_a_socket_fall_back_to_the_task_when_it_is_full() {
-    use std::os::fd::AsRawFd;
     // Accepted sockets take the listener's send buffer (the server's own `bind` does this).
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_send_buffer_size(4_096).unwrap();
@@ -291,10 +290,13 @@ async fn writes_straight_to_a_socket_fall_back_to_the_task_when_it_is_full() {
     let client = tokio::spawn(async move { tokio::net::TcpStream::connect(addr).await.unwrap() });
     let (server, _) = listener.accept().await.unwrap();
     let client = client.await.unwrap();
-    let fd = server.as_raw_fd();
     let (_read, write) = server.into_split();
+    assert!(
+        write.socket_fd().is_some(),
+        "a TCP write half is written straight to its socket"
+    );
     let count = 400;
-    let outlet = Outlet::new(write, Some(fd), count, 2_048);
+    let outlet = Outlet::new(write, count, 2_048);
     outlet.open();
     let drainer = tokio::spawn(drain_until_closed(outlet.clone()));
     // The flusher's part, from a thread of its own: queue and write, never waiting.
