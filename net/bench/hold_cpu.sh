@@ -12,9 +12,10 @@
 # `perf` records the server's profile to hold-cpu-perf.data (`perf-bots` the bots'), `trace`
 # counts syscalls into hold-cpu-trace.txt (tracing slows the server: use its counts only),
 # `threads` also prints the server's user and system CPU per tick by thread name (from
-# /proc/PID/task, threads of one name summed).
+# /proc/PID/task, threads of one name summed); `mallocs` counts the server's calls to
+# malloc, calloc and realloc per tick by thread (perf uprobes on libc; needs root).
 set -u
-SRV=${1:?usage: net/bench/hold_cpu.sh SERVER BOTS [perf|perf-bots|trace|threads]}; BOTS=${2:?bots binary}; MODE=${3:-}
+SRV=${1:?usage: net/bench/hold_cpu.sh SERVER BOTS [perf|perf-bots|trace|threads|mallocs]}; BOTS=${2:?bots binary}; MODE=${3:-}
 OUT=$(mktemp -d)
 if [ -n "${REC_DIR:-}" ]; then REC=(--record-dir "$REC_DIR"); else REC=(--no-record); fi
 $SRV serve --config "${SERVER_CONFIG:-net/bench/soak-server.toml}" --listen 127.0.0.1:0 "${REC[@]}" > $OUT/out.txt 2> $OUT/err.txt &
@@ -39,6 +40,9 @@ case "$MODE" in
   perf) perf record -F 999 -g -p $SP -o hold-cpu-perf.data -- sleep 20 2> /dev/null ;;
   perf-bots) perf record -F 999 -g -p $BP -o hold-cpu-perf.data -- sleep 20 2> /dev/null ;;
   trace) perf trace -s -p $SP -o hold-cpu-trace.txt -- sleep 20 2> /dev/null ;;
+  mallocs)
+    perf stat --per-thread -x, -e probe_libc:malloc,probe_libc:calloc,probe_libc:realloc \
+      -p $SP -o $OUT/mallocs.csv -- sleep 20 2> /dev/null ;;
   *) sleep 20 ;;
 esac
 read U1 S1 <<< $(awk '{print $14, $15}' /proc/$SP/stat)
@@ -59,4 +63,9 @@ if [ "$MODE" = threads ]; then
   join $OUT/threads-before $OUT/threads-after |
     awk -v hz=$HZ '{printf "  %-16s user %.2f sys %.2f ms per tick\n", $1, ($4 - $2) * 1000 / hz / 1200, ($5 - $3) * 1000 / hz / 1200}'
 fi
-rm -rf $OUT
+if [ "$MODE" = mallocs ]; then
+  # Lines "thread-tid,count,,event,...": calls per tick by thread name, the three summed.
+  awk -F, 'NF > 3 && $2 ~ /^[0-9]+$/ {split($1, n, "-"); sub(/-[0-9]+$/, "", $1); c[$1] += $2}
+    END {for (k in c) if (c[k] > 0) printf "  %-16s %.1f allocations per tick\n", k, c[k] / 1200}' $OUT/mallocs.csv | sort
+fi
+[ "$MODE" = mallocs ] && cp $OUT/mallocs.csv /tmp/holds/last-mallocs.csv; rm -rf $OUT
