@@ -21,6 +21,8 @@
 
 mod accept;
 pub mod agones;
+#[cfg(test)]
+mod alloc_count;
 pub mod cli;
 pub mod config;
 #[cfg(test)]
