@@ -77,6 +77,22 @@ fn catch_up(lateness: Duration, dt_ns: u64, catch_up_ticks_max: u32) -> (bool, u
 }
 
 /// The tick thread's state.
+/// The time each phase of one tick's work took, and the events it ingested.
+#[derive(Clone, Copy, Debug)]
+struct TickTimes {
+    ingest: Duration,
+    events: usize,
+    step: Duration,
+    record: Duration,
+    handoff: Duration,
+}
+
+impl TickTimes {
+    fn total(&self) -> Duration {
+        self.ingest + self.step + self.record + self.handoff
+    }
+}
+
 pub struct TickLoop {
     world: World,
     /// Clients of an earlier session still in a resumed world: they leave in the first tick.
@@ -199,6 +215,7 @@ impl TickLoop {
         let mut next = Instant::now();
         let mut ran: u64 = 0;
         let mut last_debug = Instant::now();
+        let mut last_overrun_log: Option<Instant> = None;
         while !self.shutdown.load(Ordering::Acquire) {
             if self.settings.run_ticks.is_some_and(|n| ran >= n) {
                 break;
@@ -219,9 +236,25 @@ impl TickLoop {
             if late {
                 self.metrics.ticks_caught_up_total.fetch_add(1, Relaxed);
             }
-            let work = self.tick_once();
-            if work > dt {
+            let times = self.tick_once();
+            if times.total() > dt {
                 self.metrics.tick_overruns_total.fetch_add(1, Relaxed);
+                // Which phase ran long tells an operator where to look (the step waits for
+                // its shard threads, the handoff for the flusher's queue); at most one line a
+                // second, so a server far behind does not flood its log.
+                if last_overrun_log.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(1)) {
+                    last_overrun_log = Some(Instant::now());
+                    tracing::warn!(
+                        tick = self.world.tick(),
+                        work_us = times.total().as_micros() as u64,
+                        ingest_us = times.ingest.as_micros() as u64,
+                        events = times.events,
+                        step_us = times.step.as_micros() as u64,
+                        record_us = times.record.as_micros() as u64,
+                        handoff_us = times.handoff.as_micros() as u64,
+                        "tick overran its period"
+                    );
+                }
             }
             ran += 1;
             next += dt;
@@ -244,11 +277,11 @@ impl TickLoop {
         self.finish(ran)
     }
 
-    /// One tick; returns the time its work took.
-    fn tick_once(&mut self) -> Duration {
+    /// One tick; returns the time each phase of its work took.
+    fn tick_once(&mut self) -> TickTimes {
         let t0 = Instant::now();
         self.set_phase(Phase::Ingest);
-        self.ingest();
+        let events = self.ingest();
         let t1 = Instant::now();
         self.set_phase(Phase::Step);
         self.world.step(&self.inputs);
@@ -290,11 +323,18 @@ impl TickLoop {
             m.view_arena_bytes.store((regions * region_bytes) as u64, Relaxed);
         }
         self.hand_over_recording();
-        t4 - t0
+        TickTimes {
+            ingest: t1 - t0,
+            events,
+            step: t2 - t1,
+            record: t3 - t2,
+            handoff: t4 - t3,
+        }
     }
 
-    /// Turns the events received since the last tick into this tick's inputs.
-    fn ingest(&mut self) {
+    /// Turns the events received since the last tick into this tick's inputs; returns how
+    /// many it took.
+    fn ingest(&mut self) -> usize {
         let inputs = &mut self.inputs.inputs;
         inputs.clear();
         inputs.extend(
@@ -304,10 +344,12 @@ impl TickLoop {
         );
         self.stop_carried();
         self.expire_grace();
+        let mut taken = 0;
         for _ in 0..EVENTS_PER_TICK_MAX {
             let Ok(event) = self.events.try_recv() else {
                 break;
             };
+            taken += 1;
             match event {
                 NetEvent::Hello {
                     client,
@@ -414,6 +456,7 @@ impl TickLoop {
                 inputs.push(Input::Ack { client, tick });
             }
         }
+        taken
     }
 
     /// The players' names by avatar id, for the live page's labels.
