@@ -21,8 +21,6 @@
 
 mod accept;
 pub mod agones;
-#[cfg(test)]
-mod alloc_count;
 pub mod cli;
 pub mod config;
 #[cfg(test)]

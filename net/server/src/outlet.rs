@@ -428,13 +428,10 @@ impl<R: AsyncRead + Unpin> AsyncRead for Prefixed<R> {
 /// | 0 | FIN (0x80, last frame only) \| opcode (0x2 binary first, 0x0 continuation) |
 /// | 1 | payload length if < 126; else 126 (a u16 follows) or 127 (a u64 follows) |
 /// | 2.. | the extended length, big-endian, then the payload |
-///
-/// The buffer is allocated at its exact length: `Bytes` then takes it over as it is. With
-/// room to spare it adds a second allocation for its shared header, one more per snapshot
-/// for the tick thread to make and the flusher to free.
 pub(crate) fn binary_frames(head: &[u8], body: &[u8], frame_bytes_max: usize) -> Bytes {
     let len = head.len() + body.len();
-    let mut out = Vec::with_capacity(binary_frames_bytes(len, frame_bytes_max));
+    let frame_count = len.div_ceil(frame_bytes_max).max(1);
+    let mut out = Vec::with_capacity(len + frame_count * FRAME_HEADER_BYTES_MAX);
     let mut parts = [head, body];
     let mut left = len;
     let mut first = true;
@@ -463,29 +460,6 @@ pub(crate) fn binary_frames(head: &[u8], body: &[u8], frame_bytes_max: usize) ->
         if left == 0 {
             return Bytes::from(out);
         }
-    }
-}
-
-/// Bytes of a `len`-byte message as frames of at most `frame_bytes_max` bytes of payload.
-fn binary_frames_bytes(len: usize, frame_bytes_max: usize) -> usize {
-    let full = len / frame_bytes_max;
-    let rest = len % frame_bytes_max;
-    let rest_frame = if rest > 0 || len == 0 {
-        frame_header_bytes(rest) + rest
-    } else {
-        0
-    };
-    full * (frame_header_bytes(frame_bytes_max) + frame_bytes_max) + rest_frame
-}
-
-/// Bytes of the header of a server frame carrying `n` bytes (RFC 6455 section 5.2).
-fn frame_header_bytes(n: usize) -> usize {
-    if n < 126 {
-        2
-    } else if n <= usize::from(u16::MAX) {
-        4
-    } else {
-        FRAME_HEADER_BYTES_MAX
     }
 }
 
