@@ -36,6 +36,13 @@ by_thread() {
     awk '{u[$1] += $2; s[$1] += $3} END {for (k in u) print k, u[k], s[k]}' | sort
 }
 [ "$MODE" = threads ] && by_thread > $OUT/threads-before
+if [ "$MODE" = mallocs ]; then
+  # The uprobes on the server's libc, made once (they last until reboot).
+  LIBC=$(ldd $SRV | awk '/libc\.so/ {print $3}')
+  for f in malloc calloc realloc; do
+    perf probe -l 2> /dev/null | grep -q "probe_libc:$f " || perf probe -q -x "$LIBC" -a $f
+  done
+fi
 case "$MODE" in
   perf) perf record -F 999 -g -p $SP -o hold-cpu-perf.data -- sleep 20 2> /dev/null ;;
   perf-bots) perf record -F 999 -g -p $BP -o hold-cpu-perf.data -- sleep 20 2> /dev/null ;;
@@ -65,7 +72,7 @@ if [ "$MODE" = threads ]; then
 fi
 if [ "$MODE" = mallocs ]; then
   # Lines "thread-tid,count,,event,...": calls per tick by thread name, the three summed.
-  awk -F, 'NF > 3 && $2 ~ /^[0-9]+$/ {split($1, n, "-"); sub(/-[0-9]+$/, "", $1); c[$1] += $2}
+  awk -F, 'NF > 3 && $2 ~ /^[0-9]+$/ {sub(/-[0-9]+$/, "", $1); c[$1] += $2}
     END {for (k in c) if (c[k] > 0) printf "  %-16s %.1f allocations per tick\n", k, c[k] / 1200}' $OUT/mallocs.csv | sort
 fi
-[ "$MODE" = mallocs ] && cp $OUT/mallocs.csv /tmp/holds/last-mallocs.csv; rm -rf $OUT
+rm -rf $OUT

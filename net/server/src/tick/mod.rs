@@ -76,7 +76,6 @@ fn catch_up(lateness: Duration, dt_ns: u64, catch_up_ticks_max: u32) -> (bool, u
     (behind >= 1, behind.saturating_sub(u64::from(catch_up_ticks_max)))
 }
 
-/// The tick thread's state.
 /// The time each phase of one tick's work took, and the events it ingested.
 #[derive(Clone, Copy, Debug)]
 struct TickTimes {
@@ -93,6 +92,7 @@ impl TickTimes {
     }
 }
 
+/// The tick thread's state.
 pub struct TickLoop {
     world: World,
     /// Clients of an earlier session still in a resumed world: they leave in the first tick.
@@ -242,7 +242,7 @@ impl TickLoop {
                 // Which phase ran long tells an operator where to look (the step waits for
                 // its shard threads, the handoff for the flusher's queue); at most one line a
                 // second, so a server far behind does not flood its log.
-                if last_overrun_log.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(1)) {
+                if last_overrun_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
                     last_overrun_log = Some(Instant::now());
                     tracing::warn!(
                         tick = self.world.tick(),
