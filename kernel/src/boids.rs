@@ -338,8 +338,10 @@ pub(crate) fn plan_path(
         // The path is a segment from a point inside the world, so its far end decides.
         inside.contains(&(x + vx * t))
             && inside.contains(&(y + vy * t))
-            // The far end first: water ahead is likelier there than one step away.
-            && (1..=t).rev().all(|k| !terrain.is_water(x + vx * k, y + vy * k))
+            // Most paths lie within a few dry cells; the others are walked point by
+            // point, the far end first: water ahead is likelier there than one step away.
+            && (terrain.cells_between_are_dry((x + vx, y + vy), (x + vx * t, y + vy * t)) == Some(true)
+                || (1..=t).rev().all(|k| !terrain.is_water(x + vx * k, y + vy * k)))
     };
     [(vx, vy), (-vx, vy), (vx, -vy), (-vx, -vy)]
         .into_iter()

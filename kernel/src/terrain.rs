@@ -212,6 +212,28 @@ impl Terrain {
         self.water_bits[i / 64] & (1 << (i % 64)) != 0
     }
 
+    /// Whether every cell of the rectangle of cells spanned by two points is dry, when it
+    /// is at most 2 x 2 cells (`None` when larger). A straight path's points have cells
+    /// between its two ends' in each axis (`cell` is monotone), so a dry rectangle clears
+    /// the whole path with at most four lookups where checking it point by point takes
+    /// one a tick.
+    #[inline]
+    pub fn cells_between_are_dry(&self, a: (i32, i32), b: (i32, i32)) -> Option<bool> {
+        let (ax, bx) = (self.div.cell(a.0), self.div.cell(b.0));
+        let (ay, by) = (self.div.cell(a.1), self.div.cell(b.1));
+        let (x0, x1) = (ax.min(bx), ax.max(bx));
+        let (y0, y1) = (ay.min(by), ay.max(by));
+        if x1 - x0 > 1 || y1 - y0 > 1 {
+            return None;
+        }
+        let n = self.cells as i32;
+        let wet = |x: i32, y: i32| {
+            let i = (y * n + x) as usize;
+            self.water_bits[i / 64] & (1 << (i % 64)) != 0
+        };
+        Some(!(wet(x0, y0) || wet(x1, y0) || wet(x0, y1) || wet(x1, y1)))
+    }
+
     /// True where boids steer away: water or steep.
     #[inline]
     pub fn is_dangerous(&self, x_mm: i32, y_mm: i32) -> bool {
@@ -346,6 +368,38 @@ mod tests {
             Terrain::from_heights(&c, h),
             Err(TerrainError::HeightOutOfRange { x: 5, y: 0, .. })
         ));
+    }
+
+    /// Checking the cells between two points agrees with walking every point between
+    /// them whenever it answers, over a coast (paths in open water, on land and across),
+    /// and it answers for the short paths boids plan.
+    #[test]
+    fn dry_cells_between_points_clear_every_point_between() {
+        let t = Terrain::generate(&small()).unwrap();
+        let (mut answered, mut wet) = (0, 0);
+        for i in 0..20_000i64 {
+            let h = (i * 2_654_435_761) % 1_000_003;
+            let (x, y) = (
+                (h * 131 % 126_000) as i32 + 1_000,
+                (h * 17 % 126_000) as i32 + 1_000,
+            );
+            let (vx, vy) = ((h % 221) as i32 - 110, (h / 221 % 221) as i32 - 110);
+            let ticks = 1 + (i % 8) as i32;
+            let walked = (1..=ticks).all(|k| !t.is_water(x + vx * k, y + vy * k));
+            match t.cells_between_are_dry((x + vx, y + vy), (x + vx * ticks, y + vy * ticks)) {
+                Some(dry) => {
+                    answered += 1;
+                    wet += usize::from(!dry);
+                    assert!(!dry || walked, "({x}, {y}) + k ({vx}, {vy}), k <= {ticks}");
+                }
+                None => panic!("a path of {ticks} ticks at ({vx}, {vy}) spans more than 2 x 2 cells"),
+            }
+        }
+        assert!(
+            answered == 20_000 && wet > 100 && wet < 19_000,
+            "{wet} of {answered} wet"
+        );
+        assert_eq!(t.cells_between_are_dry((0, 0), (2_500, 0)), None);
     }
 
     #[test]
