@@ -76,6 +76,35 @@ pub(crate) struct Neighbourhood<'a> {
     pub cell_rotation: usize,
 }
 
+/// The planted `shard-order` fault's scan: the nine cells one by one, the list rotated
+/// by `cell_rotation` (unrotated, the same runs as `neighbour_runs`).
+#[cfg(feature = "planted-faults")]
+impl Neighbourhood<'_> {
+    fn planted_runs(&self, cx: i32, cy: i32) -> [std::ops::Range<usize>; 9] {
+        const CELLS: [(i32, i32); 9] = [
+            (0, 0),
+            (-1, -1),
+            (0, -1),
+            (1, -1),
+            (-1, 0),
+            (1, 0),
+            (-1, 1),
+            (0, 1),
+            (1, 1),
+        ];
+        let mut cells = CELLS;
+        cells.rotate_left(self.cell_rotation % CELLS.len());
+        let cols = self.grid.cols();
+        cells.map(|(ox, oy)| {
+            let (x, y) = (cx + ox, cy + oy);
+            match x >= 0 && y >= 0 && x < cols && y < cols {
+                true => self.grid.cell_range(x, y),
+                false => 0..0,
+            }
+        })
+    }
+}
+
 /// Scales (x, y) to length `len` (zero stays zero).
 #[inline]
 fn with_length(x: i64, y: i64, len: i64) -> (i64, i64) {
@@ -102,34 +131,14 @@ impl Neighbourhood<'_> {
         // Flocking: the centre cell first, then its neighbours, so the nearest are kept
         // when `neighbours_max` cuts the scan short.
         let (cx, cy) = (self.grid.coord(b.x_mm), self.grid.coord(b.y_mm));
-        let cols = self.grid.cols();
         let (mut count, mut sum_dx, mut sum_dy, mut sum_vx, mut sum_vy) = (0i64, 0i64, 0i64, 0i64, 0i64);
         let (mut sep_x, mut sep_y) = (0i64, 0i64);
-        const CELLS: [(i32, i32); 9] = [
-            (0, 0),
-            (-1, -1),
-            (0, -1),
-            (1, -1),
-            (-1, 0),
-            (1, 0),
-            (-1, 1),
-            (0, 1),
-            (1, 1),
-        ];
-        #[cfg(feature = "planted-faults")]
-        let cells = {
-            let mut c = CELLS;
-            c.rotate_left(self.cell_rotation % CELLS.len());
-            c
-        };
         #[cfg(not(feature = "planted-faults"))]
-        let cells = CELLS;
-        'cells: for (ox, oy) in cells {
-            let (x, y) = (cx + ox, cy + oy);
-            if x < 0 || y < 0 || x >= cols || y >= cols {
-                continue;
-            }
-            for k in self.grid.cell_range(x, y) {
+        let runs = self.grid.neighbour_runs(cx, cy);
+        #[cfg(feature = "planted-faults")]
+        let runs = self.planted_runs(cx, cy);
+        'cells: for run in runs {
+            for k in run {
                 let o = self.sorted[k];
                 let (dx, dy) = (o.x_mm as i64 - px, o.y_mm as i64 - py);
                 let d2 = dx * dx + dy * dy;

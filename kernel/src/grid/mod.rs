@@ -116,6 +116,7 @@ impl UniformGrid {
     }
 
     /// Cells per row.
+    #[cfg(any(test, feature = "planted-faults"))]
     pub fn cols(&self) -> i32 {
         self.cols
     }
@@ -372,10 +373,41 @@ impl UniformGrid {
     }
 
     /// The index range into `order()` of cell (cx, cy).
+    #[cfg(any(test, feature = "planted-faults"))]
     #[inline]
     pub fn cell_range(&self, cx: i32, cy: i32) -> std::ops::Range<usize> {
         let c = (cy * self.cols + cx) as usize;
         self.cell_start[c] as usize..self.cell_start[c + 1] as usize
+    }
+
+    /// The slot runs of the 3 x 3 cells around cell (cx, cy), in the order the flocking
+    /// scan visits them: the centre cell, the row above, the cells left and right, the row
+    /// below. A row's three cells are adjacent in the order, so each row is one run (cells
+    /// outside the grid give empty runs): five runs and eight loads of `cell_start` where
+    /// the nine cells one by one take nine and eighteen.
+    #[inline]
+    pub fn neighbour_runs(&self, cx: i32, cy: i32) -> [std::ops::Range<usize>; 5] {
+        debug_assert!((0..self.cols).contains(&cx) && (0..self.cols).contains(&cy));
+        let (cols, s) = (self.cols, &self.cell_start);
+        let (x0, x1) = ((cx - 1).max(0) as usize, (cx + 1).min(cols - 1) as usize);
+        let row = |y: i32| match (0..cols).contains(&y) {
+            true => {
+                let first = (y * cols) as usize;
+                s[first + x0] as usize..s[first + x1 + 1] as usize
+            }
+            false => 0..0,
+        };
+        // The cells left and right of the centre (the centre itself at an edge).
+        let c = (cy * cols + cx) as usize;
+        let (left, right) = (c - (cx as usize - x0), c + (x1 - cx as usize));
+        let centre = s[c] as usize..s[c + 1] as usize;
+        [
+            centre.clone(),
+            row(cy - 1),
+            s[left] as usize..centre.start,
+            centre.end..s[right + 1] as usize,
+            row(cy + 1),
+        ]
     }
 
     /// All ids, cell by cell.
@@ -585,6 +617,43 @@ mod tests {
                 assert!(near.contains(&(i as u32)), "point {i} missing");
             }
         }
+    }
+
+    /// The five runs hold the slots of the nine cells one by one, in the same order, at
+    /// the grid's corners, edges and inside (cells empty, crowded and in between).
+    #[test]
+    fn neighbour_runs_visit_the_nine_cells_in_order() {
+        const CELLS: [(i32, i32); 9] = [
+            (0, 0),
+            (-1, -1),
+            (0, -1),
+            (1, -1),
+            (-1, 0),
+            (1, 0),
+            (-1, 1),
+            (0, 1),
+            (1, 1),
+        ];
+        let pts: Vec<(i32, i32)> = (0..600i64)
+            .map(|i| (((i * 7_919) % 5_000) as i32, ((i * i * 104_729) % 5_000) as i32))
+            .collect();
+        let mut g = UniformGrid::new(5_000, 1_000);
+        g.rebuild(pts.len(), |i| pts[i]);
+        let mut checked = 0;
+        for cy in 0..g.cols() {
+            for cx in 0..g.cols() {
+                let one_by_one: Vec<usize> = CELLS
+                    .iter()
+                    .map(|&(ox, oy)| (cx + ox, cy + oy))
+                    .filter(|&(x, y)| (0..g.cols()).contains(&x) && (0..g.cols()).contains(&y))
+                    .flat_map(|(x, y)| g.cell_range(x, y))
+                    .collect();
+                let runs: Vec<usize> = g.neighbour_runs(cx, cy).into_iter().flatten().collect();
+                assert_eq!(runs, one_by_one, "cell ({cx}, {cy})");
+                checked += one_by_one.len();
+            }
+        }
+        assert!(checked > pts.len() * 4, "too few slots seen: {checked}");
     }
 
     #[test]
