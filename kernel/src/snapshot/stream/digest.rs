@@ -27,8 +27,9 @@ const STREAM_DIGEST_TOP_BYTES_MAX: usize = 12 + 22 * BASELINE_RING_LEN + 20;
 
 impl ClientStream {
     /// Recomputes `digest` from the state fields (layout in [`STREAM_DIGEST_BYTES`]'s
-    /// doc). The views and the interest list are hashed where they lie, and only their
-    /// hashes are gathered: no copy, and nothing allocated (a client's join computes one).
+    /// doc). The interest list is hashed where it lies, and each view's hash is the one
+    /// taken when it was written (`ring_view_digest`; checked against a fresh one in debug
+    /// builds): no copy, and nothing allocated (a client's join computes one).
     pub fn refresh_digest(&mut self) {
         let mut top = [0u8; STREAM_DIGEST_TOP_BYTES_MAX];
         top[..4].copy_from_slice(b"MGSS");
@@ -38,7 +39,12 @@ impl ClientStream {
         for k in (0..BASELINE_RING_LEN).filter(|&k| self.ring_tick[k] != NO_TICK) {
             top[n..n + 4].copy_from_slice(&self.ring_tick[k].to_le_bytes());
             top[n + 4..n + 6].copy_from_slice(&self.ring_len[k].to_le_bytes());
-            top[n + 6..n + 22].copy_from_slice(&xxh3_128(view_bytes(self.slot_view(k))).to_le_bytes());
+            debug_assert_eq!(
+                self.ring_view_digest[k],
+                xxh3_128(view_bytes(self.slot_view(k))),
+                "ring slot {k}'s view changed without its digest"
+            );
+            top[n + 6..n + 22].copy_from_slice(&self.ring_view_digest[k].to_le_bytes());
             n += 22;
             live += 1;
         }
@@ -52,7 +58,7 @@ impl ClientStream {
 #[cfg(test)]
 mod tests {
     use super::super::tests::view;
-    use super::super::{region_start, ring_slot, Interest};
+    use super::super::{ring_slot, Interest};
     use super::*;
 
     /// The digest covers every state field: a change of any one (a view's entry, tick or
@@ -74,11 +80,12 @@ mod tests {
         let changes: [Change; 8] = [
             ("tokens", |s| s.tokens_bytes -= 1),
             ("entry field", |s| {
-                let r = region_start(s.ring_region[ring_slot(9, 3)]);
-                s.arena[r + 5].qvy ^= 1;
+                let mut v = view(120, 70);
+                v[5].qvy ^= 1;
+                assert!(s.remember(9, 3, &v));
             }),
             ("view tick", |s| s.ring_tick[ring_slot(9, 3)] = 12),
-            ("view length", |s| s.ring_len[ring_slot(6, 3)] -= 1),
+            ("view length", |s| assert!(s.remember(6, 3, &view(100, 59)))),
             ("forgotten view", |s| s.forget(ring_slot(6, 3))),
             ("interest priority", |s| s.interest[3].priority += 1),
             ("interest id", |s| s.interest[69].id += 1),

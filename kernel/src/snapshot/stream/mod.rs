@@ -8,6 +8,7 @@ use super::near::{
 use super::view::{ViewEntry, KIND_AVATAR, KIND_BOID};
 use crate::boids::Avatar;
 use crate::grid::d2_holding;
+use xxhash_rust::xxh3::xxh3_128;
 
 mod digest;
 pub use digest::STREAM_DIGEST_BYTES;
@@ -61,6 +62,10 @@ pub(crate) struct ClientStream {
     /// The arena region holding each live ring slot's view (`NO_REGION` when the slot is
     /// empty); two live slots never share a region. Storage only: not hashed, not saved.
     pub ring_region: [u8; BASELINE_RING_LEN],
+    /// xxh3-128 of each live slot's view, taken when the view is written: `refresh_digest`
+    /// reads it instead of rehashing views that have not changed since (a build writes one
+    /// view and a client holds two or three). Storage only: not hashed itself, not saved.
+    ring_view_digest: [u128; BASELINE_RING_LEN],
     /// Regions of `VIEW_ENTITIES_MAX` entries. A client only needs the views from its acked
     /// snapshot to its newest (two for a client whose acks come within one snapshot
     /// interval), so the arena starts with `ARENA_REGIONS_INITIAL` and doubles when a build
@@ -197,6 +202,7 @@ impl ClientStream {
             ring_tick: [NO_TICK; BASELINE_RING_LEN],
             ring_len: [0; BASELINE_RING_LEN],
             ring_region: [NO_REGION; BASELINE_RING_LEN],
+            ring_view_digest: [0; BASELINE_RING_LEN],
             arena: vec![ViewEntry::default(); ARENA_REGIONS_INITIAL * VIEW_ENTITIES_MAX],
             arena_need_max: 0,
             arena_window_builds: 0,
@@ -320,6 +326,7 @@ impl ClientStream {
         self.arena[start..start + view.len()].copy_from_slice(view);
         self.ring_tick[k] = tick;
         self.ring_len[k] = view.len() as u16;
+        self.ring_view_digest[k] = xxh3_128(view_bytes(view));
         true
     }
 
@@ -620,6 +627,7 @@ impl ClientStream {
         };
         self.ring_tick[new_slot] = ctx.tick;
         self.ring_len[new_slot] = new_len as u16;
+        self.ring_view_digest[new_slot] = xxh3_128(view_bytes(&self.arena[new_start..new_start + new_len]));
 
         // 7. Priorities: what was sent or did not change starts again from zero.
         sc.interest.clear();
