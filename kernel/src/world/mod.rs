@@ -285,6 +285,13 @@ impl World {
         self.pool.pin_to_cpus()
     }
 
+    /// Tells the shard threads no step comes soon, so they park at once instead of
+    /// spinning for one (see `ShardPool::rest`): for a caller that paces its steps, as a
+    /// live server does between ticks. The next step wakes them. Scheduling only.
+    pub fn rest_shards(&self) {
+        self.pool.rest();
+    }
+
     /// Shards the step runs on.
     pub fn shard_count(&self) -> usize {
         self.pool.shard_count()

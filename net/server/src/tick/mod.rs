@@ -285,6 +285,9 @@ impl TickLoop {
         let t1 = Instant::now();
         self.set_phase(Phase::Step);
         self.world.step(&self.inputs);
+        // The shard threads have nothing to do until the next tick's step: they park now
+        // rather than spin out their bound while this thread records and hands off.
+        self.world.rest_shards();
         let out = self.world.output();
         if !out.joined.is_empty() || !out.left.is_empty() {
             self.publish_roster();
