@@ -82,24 +82,14 @@ pub(crate) struct Neighbourhood<'a> {
 #[cfg(feature = "planted-faults")]
 impl Neighbourhood<'_> {
     fn planted_runs(&self, cx: i32, cy: i32) -> [std::ops::Range<usize>; 9] {
-        const CELLS: [(i32, i32); 9] = [
-            (0, 0),
-            (-1, -1),
-            (0, -1),
-            (1, -1),
-            (-1, 0),
-            (1, 0),
-            (-1, 1),
-            (0, 1),
-            (1, 1),
-        ];
-        if self.cell_rotation % CELLS.len() == 0 {
+        use crate::grid::NEIGHBOUR_CELLS;
+        if self.cell_rotation % NEIGHBOUR_CELLS.len() == 0 {
             // Unplanted: the scan every build runs.
             let [a, b, c, d, e] = self.grid.neighbour_runs(cx, cy);
             return [a, b, c, d, e, 0..0, 0..0, 0..0, 0..0];
         }
-        let mut cells = CELLS;
-        cells.rotate_left(self.cell_rotation % CELLS.len());
+        let mut cells = NEIGHBOUR_CELLS;
+        cells.rotate_left(self.cell_rotation % NEIGHBOUR_CELLS.len());
         let cols = self.grid.cols();
         cells.map(|(ox, oy)| {
             let (x, y) = (cx + ox, cy + oy);

@@ -46,6 +46,20 @@ impl CellDivisor {
     }
 }
 
+/// The 3 x 3 cells around a cell as (dx, dy), in the order `neighbour_runs` visits them.
+#[cfg(any(test, feature = "planted-faults"))]
+pub(crate) const NEIGHBOUR_CELLS: [(i32, i32); 9] = [
+    (0, 0),
+    (-1, -1),
+    (0, -1),
+    (1, -1),
+    (-1, 0),
+    (1, 0),
+    (-1, 1),
+    (0, 1),
+    (1, 1),
+];
+
 /// Cells shifted per item in a re-sort (see `shift_starts`) past which the cell starts are
 /// written afresh: one cell shifted is a vector lane, one written afresh a mispredicted
 /// branch now and then. Chosen by that reckoning, not measured.
@@ -656,17 +670,6 @@ mod tests {
     /// the grid's corners, edges and inside (cells empty, crowded and in between).
     #[test]
     fn neighbour_runs_visit_the_nine_cells_in_order() {
-        const CELLS: [(i32, i32); 9] = [
-            (0, 0),
-            (-1, -1),
-            (0, -1),
-            (1, -1),
-            (-1, 0),
-            (1, 0),
-            (-1, 1),
-            (0, 1),
-            (1, 1),
-        ];
         let pts: Vec<(i32, i32)> = (0..600i64)
             .map(|i| (((i * 7_919) % 5_000) as i32, ((i * i * 104_729) % 5_000) as i32))
             .collect();
@@ -675,7 +678,7 @@ mod tests {
         let mut checked = 0;
         for cy in 0..g.cols() {
             for cx in 0..g.cols() {
-                let one_by_one: Vec<usize> = CELLS
+                let one_by_one: Vec<usize> = NEIGHBOUR_CELLS
                     .iter()
                     .map(|&(ox, oy)| (cx + ox, cy + oy))
                     .filter(|&(x, y)| (0..g.cols()).contains(&x) && (0..g.cols()).contains(&y))
