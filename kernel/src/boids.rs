@@ -125,8 +125,9 @@ impl Neighbourhood<'_> {
         let (px, py) = (b.x_mm as i64, b.y_mm as i64);
 
         // The terrain ahead is looked up first: its bitmap is the one read of the think
-        // likely to miss the cache, and the neighbour scan hides the wait (10% of the
-        // boid phase when it came after the scan).
+        // likely to miss the cache, and the neighbour scan may hide the wait (the lookup
+        // was 10% of the boid phase's samples after the scan; the move was not shown
+        // faster side by side).
         let look = f.lookahead_ticks as i64;
         let lx = (px + b.vx as i64 * look).clamp(0, self.world_size_mm as i64 - 1) as i32;
         let ly = (py + b.vy as i64 * look).clamp(0, self.world_size_mm as i64 - 1) as i32;

@@ -223,13 +223,11 @@ impl ShardPool {
         }
         assert!(!theirs, "a shard worker panicked");
     }
-}
 
-impl ShardPool {
     /// Tells the workers no job comes soon: those spinning for the next one park now
     /// instead of at the end of their spin bound (the next `run` wakes them). A live
-    /// server calls it after each tick, whose jobs are over in a few milliseconds while
-    /// the next tick is 16.7 ms away: the spin after the last job was about 100 us of a
+    /// server calls it after each step, whose jobs are over in a few milliseconds while
+    /// the next step is 16.7 ms away: the spin after the last job was about 100 us of a
     /// CPU a tick that the bots, the I/O and the other threads wanted. Scheduling only.
     pub fn rest(&self) {
         self.shared.resting.store(true, Ordering::Relaxed);
@@ -303,8 +301,9 @@ mod affinity {
 fn worker(s: &Shared, shard: usize) {
     let mut seen = 0u64;
     loop {
-        let resting = || s.resting.load(Ordering::Relaxed);
-        if !spin_until(|| s.generation.load(Ordering::Acquire) != seen || resting()) || resting() {
+        // Spin until the next job or a `rest`; park (rechecking under the lock) if no job came.
+        spin_until(|| s.generation.load(Ordering::Acquire) != seen || s.resting.load(Ordering::Relaxed));
+        if s.generation.load(Ordering::Acquire) == seen {
             let mut p = lock(&s.parked);
             p.workers_parked += 1;
             while s.generation.load(Ordering::Acquire) == seen {

@@ -208,7 +208,12 @@ impl Terrain {
     /// True where nothing may enter: water.
     #[inline]
     pub fn is_water(&self, x_mm: i32, y_mm: i32) -> bool {
-        let i = self.cell_index(x_mm, y_mm);
+        self.water_at(self.cell_index(x_mm, y_mm))
+    }
+
+    /// Whether cell `i` (row-major) is water.
+    #[inline]
+    fn water_at(&self, i: usize) -> bool {
         self.water_bits[i / 64] & (1 << (i % 64)) != 0
     }
 
@@ -227,10 +232,7 @@ impl Terrain {
             return None;
         }
         let n = self.cells as i32;
-        let wet = |x: i32, y: i32| {
-            let i = (y * n + x) as usize;
-            self.water_bits[i / 64] & (1 << (i % 64)) != 0
-        };
+        let wet = |x: i32, y: i32| self.water_at((y * n + x) as usize);
         Some(!(wet(x0, y0) || wet(x1, y0) || wet(x0, y1) || wet(x1, y1)))
     }
 

@@ -493,14 +493,14 @@ struct MergeOut<'a, T> {
 /// The old slots are sorted by (old cell, id), so where each mover goes among them is a
 /// binary search, and the stayers between two movers are copied as runs between the slots
 /// of items that left: about 100 searches and 200 runs a tick in `corpora/default.mrec`
-/// where a merge step per slot took 5,000 (replay 3-7% faster, measured on a noisy
-/// machine; the merge's share of the profile 6.3% -> 6.0% with its copies).
-fn merge_band<T: Copy>(stay: Stayers<'_>, movers: &[Mover], items: &[T], out: MergeOut<'_, T>) {
+/// where a merge step per slot took 5,000. Not shown faster on its own: side by side
+/// with the merge step per slot, replay measured 0.99-1.00x (the merge's share of the
+/// profile 6.3% -> 6.0% with its copies).
+fn merge_band<T: Copy>(stay: Stayers<'_>, movers: &[Mover], items: &[T], mut out: MergeOut<'_, T>) {
     let n = out.ids.len();
     debug_assert_eq!(n, out.cells_of.len());
     debug_assert_eq!(n, out.items.len());
     let old_key = |k: usize| (stay.cell_of_current[k] as u64) << 32 | stay.order[k] as u64;
-    let mut out = out;
     let (mut k, mut w) = (0, 0);
     for m in movers.iter().map(Some).chain([None]) {
         // No old slot holds a mover's (new cell, id): its id's old slot has another cell.
