@@ -106,6 +106,22 @@ enum Command {
         #[arg(long)]
         move_every: Option<f64>,
     },
+    /// The system CPU floor: the segments --clients players cost a server (one message down
+    /// per snapshot interval, one reply up), moved with no game, WebSocket or runtime for
+    /// --seconds; prints each side's user and system CPU per tick as one JSON line.
+    Floor {
+        #[arg(long, default_value_t = 60)]
+        tick_rate_hz: u32,
+        /// Ticks between two messages to one client.
+        #[arg(long, default_value_t = 3)]
+        interval_ticks: u32,
+        /// Bytes of each message down (the soak's mean snapshot is about 140).
+        #[arg(long, default_value_t = 140)]
+        down_bytes: u32,
+        /// Bytes of each reply (an INPUT_ACK frame is 24).
+        #[arg(long, default_value_t = 24)]
+        up_bytes: u32,
+    },
     /// Print, as a Markdown table, the figures of soaks already run, recomputed from each
     /// folder's metrics.json (hold medians, the 99th-percentile second, RTT, RSS, drift).
     Figures {
@@ -137,6 +153,31 @@ fn run() -> anyhow::Result<std::process::ExitCode> {
         for dir in dirs {
             println!("{}", crate::figures::row(dir)?);
         }
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    if let Some(Command::Floor {
+        tick_rate_hz,
+        interval_ticks,
+        down_bytes,
+        up_bytes,
+    }) = &args.command
+    {
+        let ticks = (args.seconds * f64::from(*tick_rate_hz)).round();
+        anyhow::ensure!(
+            (1.0..=1e9).contains(&ticks),
+            "--seconds times --tick-rate-hz must make between 1 and 1e9 ticks, makes {ticks}"
+        );
+        let o = crate::floor::FloorOptions {
+            clients: args.clients,
+            ticks: ticks as u32,
+            tick_rate_hz: *tick_rate_hz,
+            interval_ticks: *interval_ticks,
+            down_bytes: *down_bytes,
+            up_bytes: *up_bytes,
+            reply_after_percent: args.reply_after_percent,
+        };
+        let report = crate::floor::run(&o)?;
+        println!("{}", serde_json::to_string(&report)?);
         return Ok(std::process::ExitCode::SUCCESS);
     }
     let options = BotOptions {

@@ -6,7 +6,8 @@
 //! the data model in `series`), and `figures`, which recomputes a finished soak's quoted
 //! figures from its `metrics.json`; `mover` moves a fleet world between nodes during a
 //! soak (`--move-every`); `segments` counts the TCP segments on a local server's
-//! connections (from `ss`), which the soak charts per tick.
+//! connections (from `ss`), which the soak charts per tick; `floor` moves the same
+//! segments with no game in the way, to measure the system CPU no server goes under.
 //!
 //! Modules, top-down (each uses only those below it): `cli`, `soak`, `mover`, `chart`,
 //! `series`, `segments`, `bots`, `behaviour`. Invariant: it talks to a server only over its public
@@ -18,6 +19,7 @@ pub mod bots;
 pub mod chart;
 pub mod cli;
 pub mod figures;
+pub mod floor;
 pub mod mover;
 pub mod segments;
 pub mod series;
