@@ -8,7 +8,9 @@
 # after, before, after): the machine is shared and runs differ by 10 %.
 # Environment: SERVER_CONFIG=FILE (default net/bench/soak-server.toml); REC_DIR=DIR records
 # the session there (default: no recording); IO_NICE=N renices the server's I/O threads;
-# BOTS_ARGS="..." adds arguments to the bots (e.g. --reply-after-percent 0).
+# BOTS_ARGS="..." adds arguments to the bots (e.g. --reply-after-percent 0); FLOOR=1 then
+# runs `migratory-bots floor` for 20 s (the same segments with no game: the system CPU no
+# server goes under) and prints the server's system CPU as a multiple of it.
 # `perf` records the server's profile to hold-cpu-perf.data (`perf-bots` the bots'), `trace`
 # counts syscalls into hold-cpu-trace.txt (tracing slows the server: use its counts only),
 # `threads` also prints the server's user and system CPU per tick by thread name (from
@@ -74,5 +76,13 @@ if [ "$MODE" = mallocs ]; then
   # Lines "thread-tid,count,,event,...": calls per tick by thread name, the three summed.
   awk -F, 'NF > 3 && $2 ~ /^[0-9]+$/ {sub(/-[0-9]+$/, "", $1); c[$1] += $2}
     END {for (k in c) if (c[k] > 0) printf "  %-16s %.1f allocations per tick\n", k, c[k] / 1200}' $OUT/mallocs.csv | sort
+fi
+if [ -n "${FLOOR:-}" ]; then
+  $BOTS floor --clients 1000 --seconds 20 ${BOTS_ARGS:-} > $OUT/floor.json
+  python3 -c "
+import json
+f = json.load(open('$OUT/floor.json'))
+sys_ms = ($S1 - $S0) * 1000 / $HZ / 1200
+print('floor (same segments, no game): server sys %.2f ms per tick, clients sys %.2f; server sys is %.2fx the floor' % (f['server_sys_ms_per_tick'], f['clients_sys_ms_per_tick'], sys_ms / f['server_sys_ms_per_tick']))"
 fi
 rm -rf $OUT
