@@ -10,7 +10,8 @@
 # the session there (default: no recording); IO_NICE=N renices the server's I/O threads;
 # BOTS_ARGS="..." adds arguments to the bots (e.g. --reply-after-percent 0); FLOOR=1 then
 # runs `migratory-bots floor` for 20 s (the same segments with no game: the system CPU no
-# server goes under) and prints the server's system CPU as a multiple of it.
+# server goes under; its defaults match the soak server's 60 Hz and snapshot every 3
+# ticks, FLOOR_ARGS="..." changes them) and prints the server's system CPU as a multiple.
 # `perf` records the server's profile to hold-cpu-perf.data (`perf-bots` the bots'), `trace`
 # counts syscalls into hold-cpu-trace.txt (tracing slows the server: use its counts only),
 # `threads` also prints the server's user and system CPU per tick by thread name (from
@@ -78,11 +79,16 @@ if [ "$MODE" = mallocs ]; then
     END {for (k in c) if (c[k] > 0) printf "  %-16s %.1f allocations per tick\n", k, c[k] / 1200}' $OUT/mallocs.csv | sort
 fi
 if [ -n "${FLOOR:-}" ]; then
-  $BOTS floor --clients 1000 --seconds 20 ${BOTS_ARGS:-} > $OUT/floor.json
-  python3 -c "
+  if $BOTS floor --clients 1000 --seconds 20 ${FLOOR_ARGS:-} > $OUT/floor.json; then
+    python3 -c "
 import json
 f = json.load(open('$OUT/floor.json'))
 sys_ms = ($S1 - $S0) * 1000 / $HZ / 1200
-print('floor (same segments, no game): server sys %.2f ms per tick, clients sys %.2f; server sys is %.2fx the floor' % (f['server_sys_ms_per_tick'], f['clients_sys_ms_per_tick'], sys_ms / f['server_sys_ms_per_tick']))"
+floor = f['server_cpu_system_ms_per_tick']
+ratio = '%.2fx' % (sys_ms / floor) if floor > 0 else 'n/a'
+print('floor (same segments, no game): server sys %.2f ms per tick, clients sys %.2f; server sys is %s the floor' % (floor, f['clients_cpu_system_ms_per_tick'], ratio))"
+  else
+    echo "floor: migratory-bots floor failed (above)"
+  fi
 fi
 rm -rf $OUT

@@ -10,7 +10,7 @@
 //! segments with no game in the way, to measure the system CPU no server goes under.
 //!
 //! Modules, top-down (each uses only those below it): `cli`, `soak`, `mover`, `chart`,
-//! `series`, `segments`, `bots`, `behaviour`. Invariant: it talks to a server only over its public
+//! `series`, `segments`, `floor`, `bots`, `behaviour`. Invariant: it talks to a server only over its public
 //! port (WebSocket, `/metrics`) and to a fleet over its public API, through
 //! `migratory-wire`'s contracts.
 
