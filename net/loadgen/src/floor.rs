@@ -16,7 +16,6 @@ use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream as StdTcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
@@ -264,7 +263,7 @@ struct ClientsMeasured {
     refused: u64,
 }
 
-/// Sets the flag and wakes the clients' poller, also when dropped by a panic.
+/// A flag the server's side raises for the clients' thread, waking its poller.
 struct Signal<'a> {
     flag: &'a AtomicBool,
     waker: &'a Waker,
@@ -275,12 +274,6 @@ impl Signal<'_> {
         self.flag.store(true, Ordering::Release);
         // A failed wake leaves the clients' thread to see the flag within a period.
         let _ = self.waker.wake();
-    }
-}
-
-impl Drop for Signal<'_> {
-    fn drop(&mut self) {
-        self.raise();
     }
 }
 
@@ -425,28 +418,17 @@ pub fn run(o: &FloorOptions) -> Result<FloorReport, FloorError> {
     check_options(o)?;
     let (server, clients) = connect(o.clients)?;
     let clients_poll = Poll::new().map_err(io("creating a poller"))?;
-    let waker = Arc::new(Waker::new(clients_poll.registry(), WAKE_TOKEN).map_err(io("creating a waker"))?);
+    let waker = Waker::new(clients_poll.registry(), WAKE_TOKEN).map_err(io("creating a waker"))?;
     let (measuring, done) = (AtomicBool::new(false), AtomicBool::new(false));
     let (served, played) = std::thread::scope(|scope| {
         let clients_side = scope.spawn(|| play_clients(o, clients, clients_poll, &measuring, &done));
-        let served = {
-            // `done` is raised however the server's side ends, a panic included, so the
-            // clients' thread always stops.
-            let _done = Signal {
-                flag: &done,
-                waker: &waker,
-            };
-            let measuring = Signal {
-                flag: &measuring,
-                waker: &waker,
-            };
-            let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                play_server(o, server, &measuring)
-            }));
-            // Dropping `measuring` raises it too (harmless: `done` is raised with it).
-            drop(measuring);
-            served
-        };
+        let signal = |flag| Signal { flag, waker: &waker };
+        // A panic of the server's side is caught, so `done` is raised however it ends and
+        // the clients' thread always stops.
+        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            play_server(o, server, &signal(&measuring))
+        }));
+        signal(&done).raise();
         (served, clients_side.join())
     });
     let served = served.map_err(|_| FloorError::Panicked("server's"))??;
