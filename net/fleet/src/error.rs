@@ -79,3 +79,18 @@ pub(crate) fn task_failed(e: tokio::task::JoinError) -> FleetError {
         source: std::io::Error::other(e.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::validate_world_id;
+
+    #[test]
+    fn world_ids_name_folders_safely() {
+        for ok in ["a", "world-1", "z_9", &"x".repeat(64)] {
+            assert!(validate_world_id(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "A", "../x", "a/b", "a b", "é", &"x".repeat(65), "."] {
+            assert!(validate_world_id(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,4 +1,4 @@
-//! A world's recorded history, for the people who investigate it: the bookmarks players
+//! `History`: a world's recorded history, for the people who investigate it: the bookmarks players
 //! made in it (`GET /api/worlds/{id}/bookmarks`) and the replay viewer over its whole
 //! segment chain (`POST /api/worlds/{id}/view`), served by this node.
 //!
@@ -8,16 +8,20 @@
 //! the world's folder, and serves it with `migratory_view::view` on the world servers'
 //! bind address; it stays open (one per world) until the history grows or the node stops.
 
-use std::net::SocketAddr;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use migratory_replay::format::WriterOptions;
 use migratory_replay::{tools, Recording};
 
 use crate::error::{task_failed, FleetError};
-use crate::fleet::{Fleet, WorldFiles};
-use crate::store::{resume_chain, SegmentRow};
-use crate::views::OpenView;
+use crate::options::FleetOptions;
+use crate::segments::Segments;
+use crate::store::SegmentRow;
+use crate::worlds::Worlds;
 
 /// One bookmark of a world's history.
 #[derive(Debug, serde::Serialize)]
@@ -31,26 +35,64 @@ pub(crate) struct WorldBookmark {
     pub replay_url: Option<String>,
 }
 
-impl Fleet {
+/// A world's replay viewer served by this node.
+#[derive(Debug)]
+struct OpenView {
+    /// The history it shows: (lineage, last segment's seq, its last tick).
+    key: (i64, i64, Option<i64>),
+    url: String,
+    /// The last tick it shows: a bookmark past it is not linked to it.
+    last_tick: i64,
+    file: PathBuf,
+    handle: migratory_view::ViewHandle,
+}
+
+impl Drop for OpenView {
+    fn drop(&mut self) {
+        self.handle.task.abort();
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+/// The replay viewers this node serves over worlds' histories, and their bookmarks.
+#[derive(Debug)]
+pub(crate) struct History {
+    worlds: Arc<Worlds>,
+    segments: Arc<Segments>,
+    /// One open viewer per world, opened by `POST /api/worlds/{id}/view`.
+    views: tokio::sync::Mutex<BTreeMap<String, OpenView>>,
+    /// Numbers each opening's file, so a viewer still open keeps reading the one before.
+    openings: AtomicU64,
+    bind: IpAddr,
+    advertise_host: String,
+}
+
+impl History {
+    pub(crate) fn new(worlds: Arc<Worlds>, segments: Arc<Segments>, options: &FleetOptions) -> History {
+        History {
+            worlds,
+            segments,
+            views: tokio::sync::Mutex::new(BTreeMap::new()),
+            openings: AtomicU64::new(0),
+            bind: options.history_view_bind,
+            advertise_host: options.advertise_host.clone(),
+        }
+    }
+
     /// The world's history: its current lineage's closed segments in order, on this disk.
     async fn history(&self, id: &str) -> Result<(i64, Vec<(SegmentRow, PathBuf)>), FleetError> {
-        let row = self.world_row(id).await?;
-        let segments = self.store.segments(id).await?;
-        let chain = resume_chain(&segments, row.lineage).map_err(|reason| FleetError::Conflict {
-            world: id.to_string(),
-            reason: format!("its segments do not make one history: {reason}"),
-        })?;
+        let row = self.worlds.world_row(id).await?;
+        let chain = self.segments.history(id, row.lineage).await?;
         // Under the world's lock: a start or a move of the world brings the same segments
         // to this disk through the same files.
-        let slot = self.slot(id);
-        let _held = slot.lock().await;
+        let _held = self.worlds.hold(id).await;
         for s in &chain {
-            self.materialize(id, s.seq, &s.recording_path).await?;
+            self.segments.materialize(id, s.seq, &s.recording_path).await?;
         }
         let files = chain
             .into_iter()
             .map(|s| {
-                let path = self.options.data_dir.join(&s.recording_path);
+                let path = self.segments.local_path(&s.recording_path);
                 (s, path)
             })
             .collect();
@@ -115,12 +157,12 @@ impl Fleet {
                 serde_json::json!({ "url": open.url, "segments": segments, "last_tick": last.last_tick }),
             );
         }
-        let dir = WorldFiles::new(&self.options.data_dir, id).segments_dir();
+        let dir = self.segments.files(id).segments_dir();
         // A file of its own per opening: a viewer still open reads the one before.
         let out = dir.join(format!(
             "history-{lineage}-{}-{}.mrec",
             last.seq,
-            self.generation.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            self.openings.fetch_add(1, Ordering::Relaxed)
         ));
         let paths: Vec<PathBuf> = files.iter().map(|(_, p)| p.clone()).collect();
         let target = out.clone();
@@ -134,7 +176,7 @@ impl Fleet {
             world: id.to_string(),
             reason: format!("its history could not be replayed: {e}"),
         })?;
-        let listen = SocketAddr::new(self.options.history_view_bind, 0);
+        let listen = SocketAddr::new(self.bind, 0);
         let handle = match migratory_view::view(out.clone(), listen, None).await {
             Ok(h) => h,
             Err(e) => {
@@ -145,11 +187,7 @@ impl Fleet {
                 });
             }
         };
-        let url = format!(
-            "http://{}:{}/",
-            self.options.advertise_host,
-            handle.local_addr.port()
-        );
+        let url = format!("http://{}:{}/", self.advertise_host, handle.local_addr.port());
         tracing::info!(world = %id, url = %url, segments = ?segments, "replay viewer opened");
         let open = OpenView {
             key,

@@ -21,7 +21,7 @@ pub(crate) struct Node {
     pub(crate) advertise_host: String,
     pub(crate) lease: Duration,
     /// Set by a drain: this node starts no world from then on.
-    pub(crate) draining: Arc<std::sync::atomic::AtomicBool>,
+    draining: Arc<std::sync::atomic::AtomicBool>,
     /// When the lease was last renewed (shared by the copies of this node).
     renewed: Arc<std::sync::Mutex<Instant>>,
 }
@@ -42,6 +42,15 @@ impl Node {
     /// have taken its worlds over.
     pub(crate) fn lease_lapsed(&self) -> bool {
         self.renewed.lock().unwrap_or_else(|e| e.into_inner()).elapsed() >= self.lease
+    }
+
+    /// Whether a drain has begun: this node starts no world from then on.
+    pub(crate) fn is_draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_draining(&self) {
+        self.draining.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn mark_renewed(&self, at: Instant) {

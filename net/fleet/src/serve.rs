@@ -1,23 +1,28 @@
-//! Starting a fleet node: open the store, register the node, reconcile the store with the
-//! processes that exist, bind, then serve the API, run the idle reaper and renew the
-//! lease until stopped.
+//! Starting a fleet node: open the store, register the node, build its components
+//! (`Segments`, `Launcher`, `Worlds`, `Moves`, `Upgrades`, `History`), reconcile the store
+//! with the processes that exist, bind, then serve the API, run the idle reaper, the
+//! adopter of moved worlds and the lease's heartbeat until stopped.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
 
-use crate::api;
+use crate::api::{self, Api};
 use crate::auth::Auth;
 use crate::error::{io_err, FleetError};
-use crate::fleet::Fleet;
+use crate::history::History;
+use crate::internal_api::{self, Internal};
+use crate::launcher::Launcher;
+use crate::metrics::FleetMetrics;
+use crate::moves::Moves;
 use crate::node::{self, Node};
 use crate::options::FleetOptions;
-use crate::process::Spawner;
+use crate::segments::Segments;
 use crate::store::Store;
+use crate::upgrades::Upgrades;
+use crate::worlds::Worlds;
 
 /// A running fleet.
 #[derive(Debug)]
@@ -82,44 +87,66 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
     let internal_addr = internal
         .local_addr()
         .map_err(io_err("reading the bound address"))?;
-    let fleet = Arc::new(Fleet {
-        store,
-        url: format!("http://{internal_addr}"),
-        spawner: Spawner::start().map_err(io_err("starting the spawner thread"))?,
-        options,
-        slots: Mutex::new(BTreeMap::new()),
-        tokens: Mutex::new(Vec::new()),
-        generation: AtomicU64::new(0),
-        node,
-        metrics: crate::metrics::FleetMetrics::new(),
-        views: tokio::sync::Mutex::new(BTreeMap::new()),
+    let metrics = Arc::new(FleetMetrics::new());
+    let segments = Arc::new(Segments::new(
+        store.clone(),
+        &options,
+        node.clone(),
+        metrics.clone(),
+    ));
+    let launcher = Launcher::new(&options, format!("http://{internal_addr}"))
+        .map_err(io_err("starting the spawner thread"))?;
+    let worlds = Arc::new(Worlds::new(
+        store.clone(),
+        &options,
+        (node.clone(), launcher),
+        segments.clone(),
+        metrics.clone(),
+    ));
+    worlds.reconcile().await?;
+    let moves = Arc::new(Moves::new(
+        worlds.clone(),
+        segments.clone(),
+        store.clone(),
+        node.clone(),
+        metrics.clone(),
+    ));
+    let api = Arc::new(Api {
+        worlds: worlds.clone(),
+        moves: moves.clone(),
+        upgrades: Arc::new(Upgrades::new(
+            worlds.clone(),
+            segments.clone(),
+            store.clone(),
+            options.shards,
+        )),
+        history: Arc::new(History::new(worlds.clone(), segments.clone(), &options)),
+        metrics,
     });
-    fleet.reconcile().await?;
     let stop = Arc::new(Notify::new());
     let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
     let reaper = {
-        let fleet = fleet.clone();
+        let worlds = worlds.clone();
+        let every = options.poll_interval;
         let mut shutdown = shutdown_rx.clone();
         tokio::spawn(async move {
-            let mut every = tokio::time::interval(fleet.options.poll_interval);
+            let mut every = tokio::time::interval(every);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
-                    _ = every.tick() => fleet.reap_once().await,
+                    _ = every.tick() => worlds.reap_once().await,
                     _ = shutdown.changed() => return,
                 }
             }
         })
     };
-    let adopter = crate::moving::spawn_adopter(fleet.clone(), shutdown_rx.clone());
-    let heartbeat = node::spawn_heartbeat(
-        fleet.store.clone(),
-        fleet.node.clone(),
-        stop.clone(),
-        shutdown_rx.clone(),
-    );
-    let app = api::router(fleet.clone(), Arc::new(auth));
-    let internal_app = api::internal_router(fleet.clone());
+    let adopter = moves.spawn_adopter(shutdown_rx.clone());
+    let heartbeat = node::spawn_heartbeat(store.clone(), node.clone(), stop.clone(), shutdown_rx.clone());
+    let app = api::router(api, Arc::new(auth));
+    let internal_app = internal_api::router(Arc::new(Internal {
+        worlds: worlds.clone(),
+        segments,
+    }));
     let stop_rx = stop.clone();
     let task = tokio::spawn(async move {
         // The peer address feeds the open-join rate limit.
@@ -142,29 +169,13 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
         tracing::info!("fleet stopping: stopping every world server");
         let _ = shutdown_tx.send(true);
         reaper.abort();
-        let ids: Vec<String> = fleet
-            .slots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect();
-        // All at once: each waits for its own server's final checkpoint.
-        let stops = ids.iter().map(|id| {
-            let fleet = fleet.clone();
-            async move {
-                if let Err(e) = fleet.stop(id).await {
-                    tracing::error!(world = %id, error = %e, "stopping a world failed");
-                }
-            }
-        });
-        futures_util::future::join_all(stops).await;
+        worlds.stop_all().await;
         let _ = internal_stop_tx.send(true);
         heartbeat.abort();
         adopter.abort();
         // Its worlds are given up already; ending the lease lets other nodes see at once
         // that this one is gone.
-        if let Err(e) = fleet.store.leave(&fleet.node.id, &fleet.node.incarnation).await {
+        if let Err(e) = store.leave(&node.id, &node.incarnation).await {
             tracing::warn!(error = %e, "ending this node's lease failed");
         }
         let _ = tokio::time::timeout(Duration::from_secs(2), server).await;

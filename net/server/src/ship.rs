@@ -11,13 +11,12 @@
 //! server: it stops stepping at once, closes its clients with `close_code::REJOIN` and
 //! exits, so no segment ever holds two servers' ticks.
 
-use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use migratory_wire::fleet::{reclaim_path, reclaim_url, segment_url};
+use migratory_wire::fleet::{read_shipment, reclaim_path, reclaim_url, segment_url};
 use migratory_wire::http;
 use tokio::sync::Notify;
 
@@ -25,9 +24,6 @@ use crate::metrics::Metrics;
 
 /// Longest wait for one shipment's answer.
 const SHIP_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Most bytes one shipment carries (the fleet refuses more).
-pub const SHIPMENT_BYTES_MAX: usize = 4 << 20;
 
 /// Where and how often to ship.
 #[derive(Clone)]
@@ -116,7 +112,7 @@ pub(crate) fn spawn(
                 let path = path.clone();
                 tokio::task::spawn_blocking(move || {
                     let reclaim = std::fs::read(reclaim_path(&path)).ok();
-                    (read_from(&path, shipped), reclaim)
+                    (read_shipment(&path, shipped), reclaim)
                 })
                 .await
             };
@@ -228,13 +224,4 @@ async fn post(target: &ShipTarget, url: String, bytes: Vec<u8>, last_taken: std:
             Shipped::Failed
         }
     }
-}
-
-/// The file's bytes from `offset`, at most `SHIPMENT_BYTES_MAX`.
-fn read_from(path: &std::path::Path, offset: u64) -> std::io::Result<Vec<u8>> {
-    let mut f = std::fs::File::open(path)?;
-    f.seek(SeekFrom::Start(offset))?;
-    let mut out = Vec::new();
-    f.take(SHIPMENT_BYTES_MAX as u64).read_to_end(&mut out)?;
-    Ok(out)
 }

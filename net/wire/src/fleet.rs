@@ -88,6 +88,22 @@ pub fn segment_url(fleet_url: &str, world_id: &str, offset: u64) -> String {
     )
 }
 
+/// Most bytes one shipment to `segment_url` carries: the fleet refuses more, and it stores
+/// a recording in chunks of at most this size.
+pub const SHIPMENT_BYTES_MAX: usize = 4 << 20;
+
+/// A recording's bytes from `offset`, at most `SHIPMENT_BYTES_MAX` of them: the next
+/// shipment of a world server, or of its fleet node once the server has exited. Empty at
+/// the end of the file.
+pub fn read_shipment(recording: &std::path::Path, offset: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read as _, Seek as _};
+    let mut f = std::fs::File::open(recording)?;
+    f.seek(std::io::SeekFrom::Start(offset))?;
+    let mut out = Vec::new();
+    f.take(SHIPMENT_BYTES_MAX as u64).read_to_end(&mut out)?;
+    Ok(out)
+}
+
 /// Where a world server ships its reclaim file (its players' reconnect token hashes):
 /// `POST` the whole file whenever it changed, as for `segment_url`: 204 stored, 409
 /// fenced.

@@ -16,7 +16,8 @@ mod segments;
 
 pub use nodes::{NodeRow, Registration};
 pub(crate) use segments::resume_chain;
-pub use segments::{Append, Ended, SegmentEnd, SegmentRow, CHUNK_BYTES_MAX};
+pub use segments::ChainError;
+pub use segments::{Append, Ended, SegmentEnd, SegmentRow};
 
 /// Who holds a world: a node, at an epoch, of one creation of the world (its
 /// `created_unix_ms`: a world deleted and created again under the same id starts its
@@ -26,6 +27,31 @@ pub struct Holder {
     pub node: String,
     pub epoch: i64,
     pub created_unix_ms: i64,
+}
+
+/// The condition that `worlds` row is still held by a holder: its three parameters are
+/// numbered from `$first`, and `BindHolder::bind_holder` binds them in this order (node,
+/// epoch, creation), so every statement that checks a holder checks the same three columns
+/// and binds them alike.
+pub(crate) fn held_by(first: usize) -> String {
+    format!(
+        "owner_node = ${first} AND epoch = ${} AND created_unix_ms = ${}",
+        first + 1,
+        first + 2
+    )
+}
+
+/// Binds a holder's three parameters in `held_by`'s order.
+pub(crate) trait BindHolder {
+    fn bind_holder(self, holder: &Holder) -> Self;
+}
+
+impl<'q> BindHolder for sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    fn bind_holder(self, holder: &Holder) -> Self {
+        self.bind(holder.node.clone())
+            .bind(holder.epoch)
+            .bind(holder.created_unix_ms)
+    }
 }
 
 use std::fs::File;
@@ -318,19 +344,18 @@ impl Store {
         pid: u32,
         ws_url: &str,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE worlds SET server_pid = $1, ws_url = $2 \
-             WHERE id = $3 AND owner_node = $4 AND epoch = $5 AND created_unix_ms = $6",
-        )
-        .bind(i64::from(pid))
-        .bind(ws_url)
-        .bind(id)
-        .bind(&holder.node)
-        .bind(holder.epoch)
-        .bind(holder.created_unix_ms)
-        .execute(&self.pool)
-        .await
-        .map_err(q("set server"))?;
+        let sql = format!(
+            "UPDATE worlds SET server_pid = $1, ws_url = $2 WHERE id = $3 AND {}",
+            held_by(4)
+        );
+        let done = sqlx::query(&sql)
+            .bind(i64::from(pid))
+            .bind(ws_url)
+            .bind(id)
+            .bind_holder(holder)
+            .execute(&self.pool)
+            .await
+            .map_err(q("set server"))?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -355,14 +380,10 @@ impl Store {
         holder: &Holder,
         what: &'static str,
     ) -> Result<bool, StoreError> {
-        let sql = format!(
-            "UPDATE worlds SET {set} WHERE id = $1 AND owner_node = $2 AND epoch = $3 AND created_unix_ms = $4"
-        );
+        let sql = format!("UPDATE worlds SET {set} WHERE id = $1 AND {}", held_by(2));
         let done = sqlx::query(&sql)
             .bind(id)
-            .bind(&holder.node)
-            .bind(holder.epoch)
-            .bind(holder.created_unix_ms)
+            .bind_holder(holder)
             .execute(&self.pool)
             .await
             .map_err(q(what))?;
@@ -379,16 +400,15 @@ impl Store {
         // statement, so a drain or a death just before cannot strand the world there.
         let sql = format!(
             "UPDATE worlds SET server_pid = NULL, ws_url = NULL, owner_node = $1, epoch = epoch + 1 \
-             WHERE id = $2 AND owner_node = $3 AND epoch = $4 AND created_unix_ms = $5 AND EXISTS \
+             WHERE id = $2 AND {} AND EXISTS \
              (SELECT 1 FROM nodes WHERE nodes.id = $1 AND nodes.draining = 0 AND nodes.lease_expires_unix_ms > {})",
+            held_by(3),
             self.now_sql()
         );
         let done = sqlx::query(&sql)
             .bind(to)
             .bind(id)
-            .bind(&holder.node)
-            .bind(holder.epoch)
-            .bind(holder.created_unix_ms)
+            .bind_holder(holder)
             .execute(&self.pool)
             .await
             .map_err(q("hand world over"))?;

@@ -5,7 +5,7 @@
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use super::{now_unix_ms, q, Holder, Store, StoreError};
+use super::{held_by, now_unix_ms, q, BindHolder, Holder, Store, StoreError};
 
 /// How a segment ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -20,7 +20,8 @@ pub enum Ended {
 }
 
 impl Ended {
-    fn as_str(self) -> &'static str {
+    /// How the store spells it (the `ended` column).
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Ended::Running => "running",
             Ended::Stopped => "stopped",
@@ -28,13 +29,29 @@ impl Ended {
         }
     }
 
-    fn parse(s: &str) -> Ended {
-        match s {
-            "stopped" => Ended::Stopped,
-            "crashed" => Ended::Crashed,
-            _ => Ended::Running,
-        }
+    /// None for a spelling no version of the fleet writes.
+    fn parse(s: &str) -> Option<Ended> {
+        [Ended::Running, Ended::Stopped, Ended::Crashed]
+            .into_iter()
+            .find(|e| e.as_str() == s)
     }
+
+    /// As a SQL literal, for statements that compare the column to a fixed state.
+    fn sql(self) -> String {
+        format!("'{}'", self.as_str())
+    }
+}
+
+/// Where a segment came from: `origin` is NULL for a server's run.
+const ORIGIN_UPGRADE: &str = "upgrade";
+
+/// Why a world's segments make no one history.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChainError {
+    #[error("segment {seq} resumes in a loop")]
+    Loop { seq: i64 },
+    #[error("segment {seq} resumed from {from}, which has no durable tick")]
+    Unresumable { seq: i64, from: i64 },
 }
 
 /// Inside `tx`: whether `holder` may no longer write segment `seq` (the world's epoch,
@@ -46,16 +63,13 @@ async fn fenced(
     seq: i64,
     holder: &Holder,
 ) -> Result<Option<i64>, StoreError> {
-    let held = sqlx::query(
-        "UPDATE worlds SET epoch = epoch WHERE id = $1 AND owner_node = $2 AND epoch = $3 AND created_unix_ms = $4",
-    )
-    .bind(world_id)
-    .bind(&holder.node)
-    .bind(holder.epoch)
-    .bind(holder.created_unix_ms)
-    .execute(&mut **tx)
-    .await
-    .map_err(q("fence check"))?;
+    let sql = format!("UPDATE worlds SET epoch = epoch WHERE id = $1 AND {}", held_by(2));
+    let held = sqlx::query(&sql)
+        .bind(world_id)
+        .bind_holder(holder)
+        .execute(&mut **tx)
+        .await
+        .map_err(q("fence check"))?;
     let closed = sqlx::query("SELECT ended FROM segments WHERE world_id = $1 AND seq = $2")
         .bind(world_id)
         .bind(seq)
@@ -63,7 +77,7 @@ async fn fenced(
         .await
         .and_then(|r| r.map(|r| r.try_get::<String, _>(0)).transpose())
         .map_err(q("segment state"))?
-        .is_some_and(|e| Ended::parse(&e) != Ended::Running);
+        .is_some_and(|e| Ended::parse(&e) != Some(Ended::Running));
     if held.rows_affected() == 1 && !closed {
         return Ok(None);
     }
@@ -116,9 +130,6 @@ pub enum Append {
     Gap { stored_bytes: u64 },
 }
 
-/// Largest chunk one append may carry.
-pub const CHUNK_BYTES_MAX: usize = 4 << 20;
-
 impl Store {
     pub async fn segments(&self, world_id: &str) -> Result<Vec<SegmentRow>, StoreError> {
         let rows = sqlx::query(
@@ -157,25 +168,25 @@ impl Store {
         resumed_from_seq: Option<i64>,
         holder: &Holder,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        let sql = format!(
             "INSERT INTO segments (world_id, seq, recording_path, first_tick, ended, resumed_from_seq, \
              started_unix_ms, epoch, lineage) SELECT CAST($1 AS TEXT), CAST($2 AS BIGINT), CAST($3 AS TEXT), \
-             CAST($4 AS BIGINT), CAST($5 AS TEXT), CAST($6 AS BIGINT), CAST($7 AS BIGINT), CAST($8 AS BIGINT), \
-             lineage FROM worlds WHERE id = $1 AND owner_node = $9 AND epoch = $8 AND created_unix_ms = $10",
-        )
-        .bind(world_id)
-        .bind(seq)
-        .bind(recording_path)
-        .bind(i64::from(first_tick))
-        .bind(Ended::Running.as_str())
-        .bind(resumed_from_seq)
-        .bind(now_unix_ms())
-        .bind(holder.epoch)
-        .bind(&holder.node)
-        .bind(holder.created_unix_ms)
-        .execute(&self.pool)
-        .await
-        .map_err(q("open segment"))?;
+             CAST($4 AS BIGINT), CAST($5 AS TEXT), CAST($6 AS BIGINT), CAST($7 AS BIGINT), epoch, \
+             lineage FROM worlds WHERE id = $1 AND {}",
+            held_by(8)
+        );
+        let done = sqlx::query(&sql)
+            .bind(world_id)
+            .bind(seq)
+            .bind(recording_path)
+            .bind(i64::from(first_tick))
+            .bind(Ended::Running.as_str())
+            .bind(resumed_from_seq)
+            .bind(now_unix_ms())
+            .bind_holder(holder)
+            .execute(&self.pool)
+            .await
+            .map_err(q("open segment"))?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -207,24 +218,26 @@ impl Store {
         lineage: i64,
         holder: &Holder,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        let sql = format!(
             "INSERT INTO segments (world_id, seq, recording_path, first_tick, ended, started_unix_ms, epoch, \
              lineage, origin) SELECT CAST($1 AS TEXT), CAST($2 AS BIGINT), CAST($3 AS TEXT), CAST($4 AS BIGINT), \
-             'running', CAST($5 AS BIGINT), CAST($6 AS BIGINT), CAST($7 AS BIGINT), 'upgrade' FROM worlds \
-             WHERE id = $1 AND owner_node = $8 AND epoch = $6 AND created_unix_ms = $9",
-        )
-        .bind(world_id)
-        .bind(seq)
-        .bind(recording_path)
-        .bind(i64::from(first_tick))
-        .bind(now_unix_ms())
-        .bind(holder.epoch)
-        .bind(lineage)
-        .bind(&holder.node)
-        .bind(holder.created_unix_ms)
-        .execute(&self.pool)
-        .await
-        .map_err(q("open upgrade segment"))?;
+             CAST($5 AS TEXT), CAST($6 AS BIGINT), epoch, CAST($7 AS BIGINT), CAST($8 AS TEXT) FROM worlds \
+             WHERE id = $1 AND {}",
+            held_by(9)
+        );
+        let done = sqlx::query(&sql)
+            .bind(world_id)
+            .bind(seq)
+            .bind(recording_path)
+            .bind(i64::from(first_tick))
+            .bind(Ended::Running.as_str())
+            .bind(now_unix_ms())
+            .bind(lineage)
+            .bind(ORIGIN_UPGRADE)
+            .bind_holder(holder)
+            .execute(&self.pool)
+            .await
+            .map_err(q("open upgrade segment"))?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -239,19 +252,20 @@ impl Store {
         holder: &Holder,
     ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await.map_err(q("begin"))?;
-        let moved = sqlx::query(
+        let running = Ended::Running.sql();
+        let sql = format!(
             "UPDATE worlds SET lineage = (SELECT lineage FROM segments WHERE world_id = $1 AND seq = $2 \
-             AND ended = 'running') WHERE id = $1 AND owner_node = $3 AND epoch = $4 AND created_unix_ms = $5 \
-             AND EXISTS (SELECT 1 FROM segments WHERE world_id = $1 AND seq = $2 AND ended = 'running')",
-        )
-        .bind(world_id)
-        .bind(seq)
-        .bind(&holder.node)
-        .bind(holder.epoch)
-        .bind(holder.created_unix_ms)
-        .execute(&mut *tx)
-        .await
-        .map_err(q("switch lineage"))?;
+             AND ended = {running}) WHERE id = $1 AND {} \
+             AND EXISTS (SELECT 1 FROM segments WHERE world_id = $1 AND seq = $2 AND ended = {running})",
+            held_by(3)
+        );
+        let moved = sqlx::query(&sql)
+            .bind(world_id)
+            .bind(seq)
+            .bind_holder(holder)
+            .execute(&mut *tx)
+            .await
+            .map_err(q("switch lineage"))?;
         if moved.rows_affected() != 1 {
             return Ok(false);
         }
@@ -275,9 +289,13 @@ impl Store {
     /// Forgets an upgrade's segment that was never committed (its row and shipped bytes).
     pub async fn discard_segment(&self, world_id: &str, seq: i64) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await.map_err(q("begin"))?;
+        let segment = format!(
+            "DELETE FROM segments WHERE world_id = $1 AND seq = $2 AND ended = {} AND origin = '{ORIGIN_UPGRADE}'",
+            Ended::Running.sql()
+        );
         for sql in [
             "DELETE FROM segment_chunks WHERE world_id = $1 AND seq = $2",
-            "DELETE FROM segments WHERE world_id = $1 AND seq = $2 AND ended = 'running' AND origin = 'upgrade'",
+            &segment,
         ] {
             sqlx::query(sql)
                 .bind(world_id)
@@ -311,19 +329,21 @@ impl Store {
         seq: i64,
         end: &SegmentEnd,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        let sql = format!(
             "UPDATE segments SET last_tick = $1, final_root = $2, ended = $3, ended_unix_ms = $4 \
-             WHERE world_id = $5 AND seq = $6 AND ended = 'running'",
-        )
-        .bind(end.last_tick)
-        .bind(end.final_root.clone())
-        .bind(end.ended.as_str())
-        .bind(now_unix_ms())
-        .bind(world_id)
-        .bind(seq)
-        .execute(&self.pool)
-        .await
-        .map_err(q("close segment"))?;
+             WHERE world_id = $5 AND seq = $6 AND ended = {}",
+            Ended::Running.sql()
+        );
+        let done = sqlx::query(&sql)
+            .bind(end.last_tick)
+            .bind(end.final_root.clone())
+            .bind(end.ended.as_str())
+            .bind(now_unix_ms())
+            .bind(world_id)
+            .bind(seq)
+            .execute(&self.pool)
+            .await
+            .map_err(q("close segment"))?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -468,7 +488,11 @@ fn segment_row(r: &AnyRow) -> Result<SegmentRow, sqlx::Error> {
         first_tick: r.try_get(2)?,
         last_tick: r.try_get(3)?,
         final_root: r.try_get(4)?,
-        ended: Ended::parse(&r.try_get::<String, _>(5)?),
+        ended: {
+            let ended: String = r.try_get(5)?;
+            Ended::parse(&ended)
+                .ok_or_else(|| sqlx::Error::Decode(format!("segment state `{ended}`").into()))?
+        },
         resumed_from_seq: r.try_get(6)?,
         started_unix_ms: r.try_get(7)?,
         ended_unix_ms: r.try_get(8)?,
@@ -482,7 +506,7 @@ fn segment_row(r: &AnyRow) -> Result<SegmentRow, sqlx::Error> {
 /// would resume from (the newest with a durable root, as `start_server` picks it) back
 /// through each one's `resumed_from_seq`. Segments off that chain (a server that died
 /// before anything of it was kept) are left out.
-pub(crate) fn resume_chain(segments: &[SegmentRow], lineage: i64) -> Result<Vec<SegmentRow>, String> {
+pub(crate) fn resume_chain(segments: &[SegmentRow], lineage: i64) -> Result<Vec<SegmentRow>, ChainError> {
     let durable = |s: &&SegmentRow| {
         s.lineage == lineage
             && s.last_tick.is_some()
@@ -492,7 +516,7 @@ pub(crate) fn resume_chain(segments: &[SegmentRow], lineage: i64) -> Result<Vec<
     let mut next = segments.iter().rev().find(durable);
     while let Some(s) = next {
         if chain.len() > segments.len() {
-            return Err(format!("segment {} resumes in a loop", s.seq));
+            return Err(ChainError::Loop { seq: s.seq });
         }
         chain.push(s.clone());
         next = match s.resumed_from_seq {
@@ -502,9 +526,7 @@ pub(crate) fn resume_chain(segments: &[SegmentRow], lineage: i64) -> Result<Vec<
                     .iter()
                     .filter(durable)
                     .find(|p| p.seq == from)
-                    .ok_or_else(|| {
-                        format!("segment {} resumed from {from}, which has no durable tick", s.seq)
-                    })?,
+                    .ok_or(ChainError::Unresumable { seq: s.seq, from })?,
             ),
         };
     }
@@ -695,7 +717,7 @@ mod tests {
 
 #[cfg(test)]
 mod chain_tests {
-    use super::{resume_chain, Ended, SegmentRow};
+    use super::{resume_chain, ChainError, Ended, SegmentRow};
 
     fn seg(seq: i64, from: Option<i64>, root: &str, lineage: i64) -> SegmentRow {
         SegmentRow {
@@ -735,6 +757,9 @@ mod chain_tests {
         assert_eq!(seqs(1), [5]);
         assert!(seqs(2).is_empty());
         let broken = [seg(1, None, "", 0), seg(2, Some(1), "b", 0)];
-        assert!(resume_chain(&broken, 0).unwrap_err().contains("resumed from 1"));
+        assert_eq!(
+            resume_chain(&broken, 0).unwrap_err(),
+            ChainError::Unresumable { seq: 2, from: 1 }
+        );
     }
 }

@@ -1,4 +1,5 @@
-//! Carrying a durable world across a kernel rules change, by the operator's choice:
+//! `Upgrades`: carrying a durable world across a kernel rules change, by the operator's
+//! choice:
 //!
 //! - `replay`: the world's whole input history (its current lineage's segments, in order)
 //!   replayed under this build's rules into one new segment (`tools::rerecord_chain`),
@@ -10,14 +11,16 @@
 //! its server first if this node runs one; a world another node runs is refused.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use migratory_replay::format::WriterOptions;
 use migratory_replay::tools;
 
 use crate::error::FleetError;
-use crate::fleet::{Fleet, WorldFiles};
-use crate::store::{resume_chain, Ended, Holder, SegmentEnd, CHUNK_BYTES_MAX};
+use crate::segments::Segments;
+use crate::store::{Ended, Holder, SegmentEnd, Store};
+use crate::worlds::Worlds;
 
 /// How an upgrade carries the world.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -48,40 +51,54 @@ pub(crate) struct UpgradeReport {
     pub ms: u64,
 }
 
-impl Fleet {
+/// Upgrades worlds this node holds.
+#[derive(Debug)]
+pub(crate) struct Upgrades {
+    worlds: Arc<Worlds>,
+    segments: Arc<Segments>,
+    /// The lineage and upgrade-segment statements.
+    store: Store,
+    /// Shards the replay steps on.
+    shards: u32,
+}
+
+impl Upgrades {
+    pub(crate) fn new(worlds: Arc<Worlds>, segments: Arc<Segments>, store: Store, shards: u32) -> Upgrades {
+        Upgrades {
+            worlds,
+            segments,
+            store,
+            shards,
+        }
+    }
+
     /// Upgrades world `id` (see the module doc).
     pub(crate) async fn upgrade_world(
         &self,
         id: &str,
         mode: UpgradeMode,
     ) -> Result<UpgradeReport, FleetError> {
+        let row = self.worlds.world_row(id).await?;
+        self.worlds.refuse_if_elsewhere(&row, "upgrade").await?;
         let t0 = Instant::now();
-        let conflict = |reason: String| FleetError::Conflict {
-            world: id.to_string(),
-            reason,
-        };
-        let slot = self.slot(id);
-        let mut slot = slot.lock().await;
-        if let Some(running) = slot.running.take() {
-            self.stop_running(id, running).await?;
-        }
-        let row = self.world_row(id).await?;
-        let Some(epoch) = self.store.claim_world(id, &self.node.id, row.epoch).await? else {
-            return Err(conflict(format!(
-                "runs on node `{}`: stop it there (or upgrade through that node) first",
-                row.owner_node.as_deref().unwrap_or("?")
-            )));
-        };
-        let holder = Holder {
-            node: self.node.id.clone(),
-            epoch,
-            created_unix_ms: row.created_unix_ms,
+        let mut held = self.worlds.hold(id).await;
+        self.worlds.stop_held(&mut held).await?;
+        let row = self.worlds.world_row(id).await?;
+        let Some(holder) = self.worlds.claim(&row).await? else {
+            return Err(FleetError::Conflict {
+                world: id.to_string(),
+                reason: format!(
+                    "runs on node `{}`: stop it there (or upgrade through that node) first",
+                    row.owner_node.as_deref().unwrap_or("?")
+                ),
+            });
         };
         let result = self.upgrade_held(id, mode, &holder, row.lineage).await;
         // Given up whatever happened: the next join starts it from what the store holds.
-        if let Err(e) = self.store.release_world(id, &holder).await {
+        if let Err(e) = self.worlds.release(id, &holder).await {
             tracing::error!(world = %id, error = %e, "releasing the world after its upgrade failed");
         }
+        drop(held);
         let mut report = result?;
         report.ms = t0.elapsed().as_millis() as u64;
         tracing::info!(world = %id, mode = ?mode, lineage = report.lineage, segment = ?report.segment, last_tick = ?report.last_tick, ms = report.ms, "world upgraded");
@@ -100,12 +117,7 @@ impl Fleet {
             reason,
         };
         // A segment still marked running has no server now: closed from its recording.
-        for seg in self.store.segments(id).await? {
-            if seg.ended == Ended::Running {
-                self.close_from_recording(id, seg.seq, &seg.recording_path, seg.first_tick, false)
-                    .await?;
-            }
-        }
+        self.segments.close_open(id, None).await?;
         let mut report = UpgradeReport {
             world: id.to_string(),
             mode,
@@ -128,8 +140,7 @@ impl Fleet {
             report.lineage = lineage;
             return Ok(report);
         }
-        let history = resume_chain(&self.store.segments(id).await?, previous_lineage)
-            .map_err(|reason| conflict(format!("its segments do not make one history: {reason}")))?;
+        let history = self.segments.history(id, previous_lineage).await?;
         report.segments_replayed = history.iter().map(|s| s.seq).collect();
         if history.is_empty() {
             return Err(conflict(
@@ -137,17 +148,17 @@ impl Fleet {
             ));
         }
         for s in &history {
-            self.materialize(id, s.seq, &s.recording_path).await?;
+            self.segments.materialize(id, s.seq, &s.recording_path).await?;
         }
-        let seq = self.store.next_segment_seq(id).await?;
-        let dir = WorldFiles::new(&self.options.data_dir, id).segments_dir();
+        let seq = self.segments.next_seq(id).await?;
+        let dir = self.segments.files(id).segments_dir();
         std::fs::create_dir_all(&dir).map_err(crate::error::io_err(format!("creating {}", dir.display())))?;
         let out = dir.join(format!("upgrade-{seq}.mrec"));
         let paths: Vec<PathBuf> = history
             .iter()
-            .map(|s| self.options.data_dir.join(&s.recording_path))
+            .map(|s| self.segments.local_path(&s.recording_path))
             .collect();
-        let shards = self.options.shards as usize;
+        let shards = self.shards as usize;
         let target = out.clone();
         let r = tokio::task::spawn_blocking(move || {
             let paths: Vec<&std::path::Path> = paths.iter().map(PathBuf::as_path).collect();
@@ -193,30 +204,16 @@ impl Fleet {
         r: &tools::RerecordReport,
         holder: &Holder,
     ) -> Result<(), FleetError> {
-        let lost = || taken_over(id);
-        let rel = out
-            .strip_prefix(&self.options.data_dir)
-            .unwrap_or(out)
-            .display()
-            .to_string();
+        let rel = self.segments.stored_path(out);
         if !self
             .store
             .open_upgrade_segment(id, seq, &rel, r.first_tick - 1, lineage, holder)
             .await?
         {
-            return Err(lost());
+            return Err(taken_over(id));
         }
-        if self.ships() {
-            let bytes = tokio::fs::read(out)
-                .await
-                .map_err(crate::error::io_err(format!("reading {}", out.display())))?;
-            for (k, chunk) in bytes.chunks(CHUNK_BYTES_MAX).enumerate() {
-                let offset = (k * CHUNK_BYTES_MAX) as u64;
-                match self.store.append_chunk(id, seq, holder, offset, chunk).await? {
-                    crate::store::Append::Stored => {}
-                    _ => return Err(lost()),
-                }
-            }
+        if !self.segments.upload(id, seq, holder, out).await? {
+            return Err(taken_over(id));
         }
         let end = SegmentEnd {
             last_tick: i64::from(r.last_tick),
@@ -224,7 +221,7 @@ impl Fleet {
             ended: Ended::Stopped,
         };
         if !self.store.commit_upgrade(id, seq, &end, holder).await? {
-            return Err(lost());
+            return Err(taken_over(id));
         }
         Ok(())
     }

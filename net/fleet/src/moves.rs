@@ -1,4 +1,4 @@
-//! Moving a live world to another node, and draining a node of its worlds.
+//! `Moves`: moving a live world to another node, and draining a node of its worlds.
 //!
 //! A move, on the node that runs the world: pick the target (named, or the live node that
 //! is not draining and owns the fewest worlds), stop the server with SIGUSR1 (it ends its
@@ -17,7 +17,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::FleetError;
-use crate::fleet::Fleet;
+use crate::metrics::FleetMetrics;
+use crate::node::Node;
+use crate::segments::Segments;
+use crate::slots::Running;
+use crate::store::{NodeRow, Store};
+use crate::worlds::Worlds;
 
 /// How often a node looks for worlds handed to it.
 pub(crate) const ADOPT_POLL: Duration = Duration::from_millis(50);
@@ -34,21 +39,52 @@ pub(crate) struct MoveReport {
     pub handed_over_ms: u64,
 }
 
-impl Fleet {
+/// Moves worlds off this node.
+#[derive(Debug)]
+pub(crate) struct Moves {
+    worlds: Arc<Worlds>,
+    segments: Arc<Segments>,
+    store: Store,
+    node: Node,
+    metrics: Arc<FleetMetrics>,
+}
+
+impl Moves {
+    pub(crate) fn new(
+        worlds: Arc<Worlds>,
+        segments: Arc<Segments>,
+        store: Store,
+        node: Node,
+        metrics: Arc<FleetMetrics>,
+    ) -> Moves {
+        Moves {
+            worlds,
+            segments,
+            store,
+            node,
+            metrics,
+        }
+    }
+
     /// Moves world `id`, which this node runs, to node `to` (or the fleet's choice).
     pub(crate) async fn move_world(&self, id: &str, to: Option<&str>) -> Result<MoveReport, FleetError> {
-        let conflict = |reason: String| FleetError::Conflict {
-            world: id.to_string(),
-            reason,
-        };
+        let row = self.worlds.world_row(id).await?;
+        self.worlds.refuse_if_elsewhere(&row, "move").await?;
+        self.move_here(id, to).await
+    }
+
+    /// Moves world `id` if this node runs its server.
+    async fn move_here(&self, id: &str, to: Option<&str>) -> Result<MoveReport, FleetError> {
         let target = self.pick_target(id, to).await?;
-        let slot = self.slot(id);
-        let mut slot = slot.lock().await;
-        let Some(running) = slot.running.take() else {
-            return Err(conflict(format!(
-                "has no server on node `{}`: a stopped world starts wherever it is joined",
-                self.node.id
-            )));
+        let mut held = self.worlds.hold(id).await;
+        let Some(running) = held.take_running() else {
+            return Err(FleetError::Conflict {
+                world: id.to_string(),
+                reason: format!(
+                    "has no server on node `{}`: a stopped world starts wherever it is joined",
+                    self.node.id
+                ),
+            });
         };
         let t0 = Instant::now();
         let holder = running.holder.clone();
@@ -56,7 +92,7 @@ impl Fleet {
         if let Err(e) = self.stop_for_move(id, running, &target).await {
             // As after any stop: the world is given up, and the next join anywhere
             // resumes it from what the store holds.
-            if let Err(release) = self.store.release_world(id, &holder).await {
+            if let Err(release) = self.worlds.release(id, &holder).await {
                 tracing::error!(world = %id, error = %release, "giving the world up after a failed move failed");
             }
             return Err(e);
@@ -64,8 +100,8 @@ impl Fleet {
         // Best effort: the move is done whatever this read says.
         let last_tick = match seq {
             Some(seq) => self
-                .store
-                .segments(id)
+                .segments
+                .rows(id)
                 .await
                 .ok()
                 .into_iter()
@@ -88,29 +124,14 @@ impl Fleet {
 
     /// Stops the world's server for a move (SIGUSR1: its clients are told to rejoin), ships
     /// and closes its segment, and hands the world to `target`.
-    async fn stop_for_move(
-        &self,
-        id: &str,
-        running: crate::fleet::Running,
-        target: &str,
-    ) -> Result<(), FleetError> {
+    async fn stop_for_move(&self, id: &str, running: Running, target: &str) -> Result<(), FleetError> {
         let holder = running.holder.clone();
         // Joins on other nodes wait from now on instead of answering a server that stops
         // (best effort: they would otherwise get a refused connection and join again).
         if let Err(e) = self.store.clear_server(id, &holder).await {
             tracing::warn!(world = %id, error = %e, "clearing the moving world's server failed");
         }
-        running.child.signal(libc::SIGUSR1);
-        if tokio::time::timeout(self.options.stop_timeout, running.child.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!(world = %id, pid = running.child.pid, "world server did not stop for its move in time; killing it");
-            running.child.signal(libc::SIGKILL);
-        }
-        let info = running.child.wait().await;
-        self.drop_token(running.generation);
-        self.close_finished(id, &running, info).await?;
+        self.worlds.stop_server(id, &running, libc::SIGUSR1).await?;
         if !self.store.hand_over(id, &holder, target).await? {
             return Err(FleetError::Conflict {
                 world: id.to_string(),
@@ -126,7 +147,7 @@ impl Fleet {
     /// otherwise the live, non-draining node with the fewest worlds.
     async fn pick_target(&self, id: &str, to: Option<&str>) -> Result<String, FleetError> {
         let nodes = self.store.nodes().await?;
-        let fit = |n: &&crate::store::NodeRow| n.live && !n.draining && n.id != self.node.id;
+        let fit = |n: &&NodeRow| n.live && !n.draining && n.id != self.node.id;
         let unavailable = |reason: String| FleetError::Unavailable {
             world: id.to_string(),
             reason,
@@ -152,78 +173,82 @@ impl Fleet {
         }
     }
 
-    /// Drains this node: marks it draining in the store (no world is started or moved
-    /// here from now on) and moves every world it runs to the fleet's choice of node.
-    pub(crate) async fn drain(&self) -> Result<Vec<Result<MoveReport, String>>, FleetError> {
-        self.node
-            .draining
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+    /// `POST /api/nodes/{node}/drain` on node `node` itself: marks this node draining in
+    /// the store (no world is started or moved here from now on) and moves every world it
+    /// runs to the fleet's choice of node.
+    pub(crate) async fn drain(&self, node: &str) -> Result<Vec<Result<MoveReport, String>>, FleetError> {
+        if node != self.node.id {
+            return Err(FleetError::Conflict {
+                world: String::new(),
+                reason: format!(
+                    "this is node `{}`: ask node `{node}` to drain itself",
+                    self.node.id
+                ),
+            });
+        }
+        self.node.set_draining();
         self.store.set_draining(&self.node.id, true).await?;
-        let running: Vec<String> = {
-            let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-            slots.keys().cloned().collect()
-        };
         let mut out = Vec::new();
-        for id in running {
-            let has_server = self.slot(&id).lock().await.running.is_some();
-            if has_server {
-                out.push(self.move_world(&id, None).await.map_err(|e| format!("{id}: {e}")));
+        for id in self.worlds.ids() {
+            if self.worlds.has_server(&id).await {
+                out.push(self.move_here(&id, None).await.map_err(|e| format!("{id}: {e}")));
             }
         }
         Ok(out)
     }
-}
 
-/// Starts, on this node, every world a move handed to it: polls the store every
-/// `ADOPT_POLL` and joins each such world (which claims and starts it here).
-pub(crate) fn spawn_adopter(
-    fleet: Arc<Fleet>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        // Worlds being started here by this task, so a slow start is not joined again
-        // on every poll.
-        let in_flight: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>> = Arc::default();
-        let mut every = tokio::time::interval(ADOPT_POLL);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = every.tick() => {}
-                _ = shutdown.changed() => return,
-            }
-            let ids = match fleet.store.handed_to(&fleet.node.id).await {
-                Ok(ids) => ids,
-                Err(e) => {
-                    tracing::debug!(error = %e, "looking for worlds handed to this node failed");
-                    continue;
+    /// Starts, on this node, every world a move handed to it: polls the store every
+    /// `ADOPT_POLL` and joins each such world (which claims and starts it here).
+    pub(crate) fn spawn_adopter(
+        &self,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> tokio::task::JoinHandle<()> {
+        let (worlds, store, node) = (self.worlds.clone(), self.store.clone(), self.node.id.clone());
+        tokio::spawn(async move {
+            // Worlds being started here by this task, so a slow start is not joined again
+            // on every poll.
+            let in_flight: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>> = Arc::default();
+            let mut every = tokio::time::interval(ADOPT_POLL);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = every.tick() => {}
+                    _ = shutdown.changed() => return,
                 }
-            };
-            for id in ids {
-                // A world this node is busy with (starting it for a join, upgrading it)
-                // was not handed to it: that work decides whether it runs.
-                if fleet.slot(&id).try_lock().is_err() {
-                    continue;
-                }
-                if !in_flight
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(id.clone())
-                {
-                    continue;
-                }
-                let (fleet, in_flight) = (fleet.clone(), in_flight.clone());
-                tokio::spawn(async move {
-                    match fleet.join(&id).await {
-                        Ok(a) => {
-                            tracing::info!(world = %id, ws_url = %a.ws_url, ready_ms = a.ready_ms, "world adopted after a move")
-                        }
-                        Err(e) => {
-                            tracing::warn!(world = %id, error = %e, "starting a world handed to this node failed")
-                        }
+                let ids = match store.handed_to(&node).await {
+                    Ok(ids) => ids,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "looking for worlds handed to this node failed");
+                        continue;
                     }
-                    in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-                });
+                };
+                for id in ids {
+                    // A world this node is busy with (starting it for a join, upgrading it)
+                    // was not handed to it: that work decides whether it runs.
+                    if worlds.is_busy(&id) {
+                        continue;
+                    }
+                    if !in_flight
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(id.clone())
+                    {
+                        continue;
+                    }
+                    let (worlds, in_flight) = (worlds.clone(), in_flight.clone());
+                    tokio::spawn(async move {
+                        match worlds.join(&id).await {
+                            Ok(a) => {
+                                tracing::info!(world = %id, ws_url = %a.ws_url, ready_ms = a.ready_ms, "world adopted after a move")
+                            }
+                            Err(e) => {
+                                tracing::warn!(world = %id, error = %e, "starting a world handed to this node failed")
+                            }
+                        }
+                        in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                    });
+                }
             }
-        }
-    })
+        })
+    }
 }
