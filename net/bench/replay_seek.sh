@@ -4,7 +4,7 @@
 #   net/bench/replay_seek.sh [REC.mrec]
 # Without REC it synthesises one hour of the default world (5,000 boids, 32 scripted
 # players, 216,000 ticks, a checkpoint every 600 ticks) into a temp folder first. Then it
-# serves the recording with `migratory-server view` and times 20 seeks to far-apart ticks
+# serves the recording with `migratory-replay view` and times 20 seeks to far-apart ticks
 # (curl's total time for /replay/state?tick=T, the whole world's entities at T), first
 # while the background marker scan is still stepping the recording (both cores busy), then
 # 20 more after the scan finished; and the time the marker scan took. Needs curl, python3.
@@ -16,7 +16,7 @@ if [ -z "$REC" ]; then
   REC="$W/hour.mrec"
   "$BIN/migratory-replay" synth -o "$REC" --seed 1 --ticks 216000 --clients 32 --boids 5000 >&2
 fi
-"$BIN/migratory-server" view "$REC" --listen 127.0.0.1:0 > "$W/out.txt" 2> "$W/err.txt" &
+"$BIN/migratory-replay" view "$REC" --listen 127.0.0.1:0 > "$W/out.txt" 2> "$W/err.txt" &
 VP=$!
 trap 'kill $VP 2>/dev/null; wait $VP 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 600); do grep -q viewing "$W/out.txt" && break; sleep 0.05; done

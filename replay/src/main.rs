@@ -1,5 +1,5 @@
-//! `migratory-replay`: run, verify, check, inspect, diff, extract, synthesise and benchmark
-//! recordings. Exit status: 0 all good, 1 a divergence or mismatch was found, 2 the
+//! `migratory-replay`: run, verify, check, inspect, diff, extract, synthesise, view and
+//! benchmark recordings. Exit status: 0 all good, 1 a divergence or mismatch was found, 2 the
 //! command could not run (bad arguments, unreadable or corrupted file).
 
 use std::io::{IsTerminal, Write};
@@ -28,6 +28,8 @@ macro_rules! out {
 mod inspect_cli;
 mod rules_cli;
 mod sim_cli;
+#[cfg(feature = "viewer")]
+mod view_cli;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -130,6 +132,10 @@ enum Command {
     /// Replay a recording's inputs under this build's rules (whatever rules made it) and
     /// record them afresh, with this build's roots.
     Rerecord(rules_cli::RerecordArgs),
+    /// Open the browser viewer on a recording (god view, timeline, seek, markers,
+    /// inspector, as-a-client view) until SIGINT/SIGTERM.
+    #[cfg(feature = "viewer")]
+    View(view_cli::ViewArgs),
     /// Replay speed side by side at several shard counts.
     Bench {
         #[command(flatten)]
@@ -552,6 +558,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Sim(args) => sim_cli::sim(json, &args),
+        #[cfg(feature = "viewer")]
+        Command::View(args) => view_cli::view(args).map(|()| ExitCode::SUCCESS),
         Command::Trace(args) => rules_cli::trace(json, &args),
         Command::RulesDiff(args) => rules_cli::rules_diff(json, &args),
         Command::Rerecord(args) => rules_cli::rerecord(json, &args),

@@ -1,19 +1,11 @@
-//! PNG plots with plotters: the TrueType font text needs (shared with the soak's chart in
-//! `migratory-bots`), and `probe --png`'s plot of one field over ticks.
-//!
-//! Text needs a TrueType font: `MIGRATORY_FONT`, else DejaVu Sans where Debian's
+//! PNG plots with plotters: `probe --png`'s plot of one field over ticks. Text needs a
+//! TrueType font, loaded by `migratory-charts` (shared with the soak's chart in
+//! `migratory-bots`): `MIGRATORY_FONT`, else DejaVu Sans where Debian's
 //! `fonts-dejavu-core` puts it.
 
 use std::path::Path;
 
 use plotters::prelude::*;
-
-/// Where Debian and other distributions put DejaVu Sans.
-const FONT_CANDIDATES: [&str; 3] = [
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-];
 
 /// `probe --png`'s size in pixels.
 pub const PROBE_PLOT_WIDTH_PX: u32 = 1200;
@@ -30,30 +22,9 @@ pub enum PlotError {
     Empty(String),
 }
 
-/// Registers the font as "sans-serif", once per process.
+/// Registers the font as "sans-serif", once per process (`migratory-charts`).
 pub fn load_font() -> Result<(), PlotError> {
-    static LOADED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let ok = *LOADED.get_or_init(|| {
-        let paths = std::env::var("MIGRATORY_FONT")
-            .ok()
-            .into_iter()
-            .chain(FONT_CANDIDATES.iter().map(|s| s.to_string()));
-        for path in paths {
-            if let Ok(bytes) = std::fs::read(&path) {
-                // plotters keeps the font for the life of the process.
-                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
-                    return true;
-                }
-            }
-        }
-        false
-    });
-    if ok {
-        Ok(())
-    } else {
-        Err(PlotError::NoFont)
-    }
+    migratory_charts::load_font().map_err(|_| PlotError::NoFont)
 }
 
 /// Plots `series` (`(tick, value)`, None where absent: the line breaks there) into a PNG

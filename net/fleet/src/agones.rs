@@ -21,8 +21,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use migratory_http::{self as http, HttpError};
 use migratory_wire::fleet::{ANNOTATION_FLEET_URL, ANNOTATION_TOKEN, ANNOTATION_WORLD, FLEET_STOP_PATH};
-use migratory_wire::http::{self, HttpError};
 use serde_json::json;
 use thiserror::Error;
 use tokio::sync::watch;

@@ -376,7 +376,11 @@ async fn drain(
         "node": node,
         "draining": true,
         "moved": moved.into_iter().filter_map(Result::ok).collect::<Vec<_>>(),
-        "failed": failed.into_iter().filter_map(Result::err).collect::<Vec<_>>(),
+        "failed": failed
+            .into_iter()
+            .filter_map(Result::err)
+            .map(|(id, e)| format!("{id}: {e}"))
+            .collect::<Vec<_>>(),
     })))
 }
 

@@ -5,7 +5,7 @@
 //! The history is the chain a resume continues: the current lineage's closed segments,
 //! in order (a segment still running joins it once its server stops). The viewer replays
 //! that chain into one recording (`tools::rerecord_chain`, bookmarks included) kept under
-//! the world's folder, and serves it with `migratory_view::view` on the world servers'
+//! the world's folder, and serves it with `migratory_replay::viewer::view` on the world servers'
 //! bind address; it stays open (one per world) until the history grows or the node stops.
 
 use std::collections::BTreeMap;
@@ -44,7 +44,7 @@ struct OpenView {
     /// The last tick it shows: a bookmark past it is not linked to it.
     last_tick: i64,
     file: PathBuf,
-    handle: migratory_view::ViewHandle,
+    handle: migratory_replay::viewer::ViewHandle,
 }
 
 impl Drop for OpenView {
@@ -177,7 +177,7 @@ impl History {
             reason: format!("its history could not be replayed: {e}"),
         })?;
         let listen = SocketAddr::new(self.bind, 0);
-        let handle = match migratory_view::view(out.clone(), listen, None).await {
+        let handle = match migratory_replay::viewer::view(out.clone(), listen, None).await {
             Ok(h) => h,
             Err(e) => {
                 let _ = std::fs::remove_file(&out);

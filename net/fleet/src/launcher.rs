@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use migratory_http::{self as http, HttpError};
 use migratory_wire::fleet::{parse_ready_line, ServerStatus, STATUS_PATH};
-use migratory_wire::http::{self, HttpError};
 
 use crate::agones::AgonesOptions;
 use crate::error::FleetError;
@@ -32,6 +32,15 @@ pub(crate) enum StatusError {
     Status(u16),
     #[error("not a /status answer: {0}")]
     Json(#[from] serde_json::Error),
+}
+
+/// Why a server that announced itself ready could not be reached.
+#[derive(Debug, thiserror::Error)]
+enum Unreachable {
+    #[error("unexpected ready line `{0}`")]
+    ReadyLine(String),
+    #[error("its /status did not answer: {0}")]
+    Status(#[from] StatusError),
 }
 
 /// A world server launched and serving.
@@ -107,7 +116,7 @@ impl Launcher {
                 return Err(e);
             }
         };
-        match self.reach(&id, &ws_url).await {
+        match self.reach(&ws_url).await {
             Ok((ws_url, status_url, status)) => Ok(Launched {
                 child,
                 generation,
@@ -115,11 +124,11 @@ impl Launcher {
                 status_url,
                 status,
             }),
-            Err(reason) => {
+            Err(unreachable) => {
                 let log_tail = self.abandon(&child, generation).await;
                 Err(FleetError::Unavailable {
                     world: id,
-                    reason,
+                    reason: unreachable.to_string(),
                     log_tail,
                 })
             }
@@ -137,7 +146,7 @@ impl Launcher {
 
     /// The URL clients get and the status URL for the server that announced `ws_url`, and
     /// its first `/status`.
-    async fn reach(&self, id: &str, ws_url: &str) -> Result<(String, String, ServerStatus), String> {
+    async fn reach(&self, ws_url: &str) -> Result<(String, String, ServerStatus), Unreachable> {
         let (port, path) = ws_url
             .strip_prefix("ws://")
             .and_then(|rest| {
@@ -145,7 +154,7 @@ impl Launcher {
                 let port = authority.rsplit_once(':')?.1.parse::<u16>().ok()?;
                 Some((port, path))
             })
-            .ok_or_else(|| format!("unexpected ready line `{ws_url}`"))?;
+            .ok_or_else(|| Unreachable::ReadyLine(ws_url.to_string()))?;
         // This node reaches its own servers on loopback when they listen on every address.
         let local = match self.world_bind {
             ip if ip.is_unspecified() => "127.0.0.1".to_string(),
@@ -159,11 +168,7 @@ impl Launcher {
         };
         let status_url = format!("http://{local}:{port}{STATUS_PATH}");
         let public_url = format!("ws://{public_host}:{port}{path}");
-        let status = self
-            .status(&status_url)
-            .await
-            .map_err(|e| format!("its /status did not answer: {e}"))?;
-        tracing::debug!(world = %id, %public_url, "world server reached");
+        let status = self.status(&status_url).await?;
         Ok((public_url, status_url, status))
     }
 

@@ -176,7 +176,11 @@ impl Moves {
     /// `POST /api/nodes/{node}/drain` on node `node` itself: marks this node draining in
     /// the store (no world is started or moved here from now on) and moves every world it
     /// runs to the fleet's choice of node.
-    pub(crate) async fn drain(&self, node: &str) -> Result<Vec<Result<MoveReport, String>>, FleetError> {
+    /// Each world's move, or its id and why it failed.
+    pub(crate) async fn drain(
+        &self,
+        node: &str,
+    ) -> Result<Vec<Result<MoveReport, (String, FleetError)>>, FleetError> {
         if node != self.node.id {
             return Err(FleetError::Conflict {
                 world: String::new(),
@@ -191,7 +195,7 @@ impl Moves {
         let mut out = Vec::new();
         for id in self.worlds.ids() {
             if self.worlds.has_server(&id).await {
-                out.push(self.move_here(&id, None).await.map_err(|e| format!("{id}: {e}")));
+                out.push(self.move_here(&id, None).await.map_err(|e| (id, e)));
             }
         }
         Ok(out)

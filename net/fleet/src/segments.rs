@@ -430,7 +430,7 @@ fn segment_end(path: &Path, first_tick: i64) -> SegmentEnd {
         final_root,
         ended: Ended::Crashed,
     };
-    let Ok(rec) = migratory_replay::Recording::open_after_crash(path) else {
+    let Ok(rec) = migratory_record::Recording::open_after_crash(path) else {
         return crashed(first_tick, String::new());
     };
     if let Some(end) = rec.end {

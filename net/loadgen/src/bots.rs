@@ -666,7 +666,7 @@ async fn fleet_join(f: &FleetTarget) -> Option<String> {
 pub(crate) async fn fleet_answer(f: &FleetTarget, tries: u32) -> Option<serde_json::Value> {
     let url = format!("{}/api/worlds/{}/join", f.url.trim_end_matches('/'), f.world);
     for _ in 0..tries {
-        let mut req = migratory_wire::http::Request::new(migratory_wire::http::Method::POST, url.clone())
+        let mut req = migratory_http::Request::new(migratory_http::Method::POST, url.clone())
             .timeout(Duration::from_secs(30));
         req.bearer = f.token.clone();
         if let Ok(r) = req.send().await {

@@ -3,7 +3,7 @@
 //! cap, RTT, server RSS, CPU per tick, and the TCP segments per tick that drive its system
 //! part), drawn with plotters into a PNG.
 //!
-//! Text needs a TrueType font (`migratory_replay::plot::load_font`: `MIGRATORY_FONT`, else
+//! Text needs a TrueType font (`migratory_charts::load_font`: `MIGRATORY_FONT`, else
 //! DejaVu Sans where Debian's `fonts-dejavu-core` puts it).
 
 use std::path::Path;
@@ -20,7 +20,7 @@ pub const CHART_HEIGHT_PX: u32 = 1600;
 #[derive(Debug, thiserror::Error)]
 pub enum ChartError {
     #[error(transparent)]
-    Font(#[from] migratory_replay::plot::PlotError),
+    Font(#[from] migratory_charts::NoFont),
     #[error("drawing the chart: {0}")]
     Draw(String),
 }
@@ -31,7 +31,7 @@ fn draw_err(e: impl std::fmt::Display) -> ChartError {
 
 /// The font text needs, shared with `migratory-replay probe --png`.
 fn load_font() -> Result<(), ChartError> {
-    Ok(migratory_replay::plot::load_font()?)
+    Ok(migratory_charts::load_font()?)
 }
 
 /// One line of a panel: its legend, colour and values.

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use migratory_wire::{http, metric};
+use migratory_http as http;
+use migratory_wire::metric;
 
 use crate::behaviour::BotMix;
 use crate::bots::{self, BotOptions};

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use migratory_wire::http;
+use migratory_http as http;
 use serde::Serialize;
 use tokio::time::Instant;
 

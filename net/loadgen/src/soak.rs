@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use migratory_wire::http;
+use migratory_http as http;
 use migratory_wire::metric;
 
 use crate::bots::{self, BotLive, BotOptions, BotReport, RttSink};

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use thiserror::Error;
 
-use migratory_wire::http::{self, HttpError};
+use migratory_http::{self as http, HttpError};
 
 use crate::config::AgonesSection;
 use crate::metrics::Metrics;

@@ -28,19 +28,12 @@ enum Command {
     Serve(ServeArgs),
     /// Print the default configuration (every key) as TOML.
     DefaultConfig,
-    /// Open the browser viewer on a recording (god view, timeline, seek) until SIGINT/SIGTERM.
+    /// Open the browser viewer on a recording: runs `migratory-replay view` (the replay
+    /// viewer is the replay tools', so this server links none of them) with these
+    /// arguments, found beside this binary, at MIGRATORY_REPLAY_BIN, or on PATH.
     View {
-        rec: PathBuf,
-        /// Address to serve the viewer on (port 0 picks a free port).
-        #[arg(long, default_value = "127.0.0.1:7401", value_name = "ADDR")]
-        listen: std::net::SocketAddr,
-        /// Another recording of the same world: the viewer jumps to the first tick at which
-        /// they diverge and highlights the entities that differ.
-        #[arg(long, value_name = "OTHER.mrec", conflicts_with = "compare_shards")]
-        compare: Option<PathBuf>,
-        /// Replay the recording on 1 and N shards and show where they diverge, if they do.
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
-        compare_shards: Option<u16>,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+        args: Vec<std::ffi::OsString>,
     },
 }
 
@@ -85,18 +78,11 @@ pub fn main() -> ExitCode {
             print!("{DEFAULT_CONFIG_TOML}");
             ExitCode::SUCCESS
         }
-        Command::View {
-            rec,
-            listen,
-            compare,
-            compare_shards,
-        } => match view(rec, listen, compare, compare_shards) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                ExitCode::from(1)
-            }
-        },
+        Command::View { args } => {
+            let e = replay_view(&args);
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
         Command::Serve(mut args) => {
             let mut config = match load_config(&args) {
                 Ok(c) => c,
@@ -192,8 +178,8 @@ async fn load_fleet_world(
     token: &str,
     shared_disk: bool,
 ) -> anyhow::Result<(Option<PathBuf>, Option<crate::ship::ShipTarget>)> {
+    use migratory_http as http;
     use migratory_wire::fleet::{content_url, reclaim_path, resume_reclaim_url, resume_url, WorldContent};
-    use migratory_wire::http;
     let get = |target: String| {
         http::Request::new(http::Method::GET, target)
             .bearer(token.to_string())
@@ -424,34 +410,30 @@ fn say(line: &str) {
     }
 }
 
-fn view(
-    rec: PathBuf,
-    listen: std::net::SocketAddr,
-    compare: Option<PathBuf>,
-    compare_shards: Option<u16>,
-) -> anyhow::Result<()> {
-    use migratory_view::Compare;
-    let compare = match (compare, compare_shards) {
-        (Some(other), _) => Some(Compare::Recording(other)),
-        (None, Some(n)) => Some(Compare::Shards(n.into())),
-        (None, None) => None,
-    };
-    init_logging(debug_enabled());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    runtime.block_on(async move {
-        let handle = migratory_view::view(rec.clone(), listen, compare).await?;
-        say(&format!(
-            "viewing {} on http://{}/",
-            rec.display(),
-            handle.local_addr
-        ));
-        wait_for_signal().await?;
-        handle.task.abort();
-        Ok(())
-    })
+/// Where `migratory-replay` is: MIGRATORY_REPLAY_BIN, else beside this binary when it is
+/// there (a workspace build puts every program in one folder), else PATH's.
+fn replay_bin() -> std::ffi::OsString {
+    if let Some(bin) = std::env::var_os("MIGRATORY_REPLAY_BIN") {
+        return bin;
+    }
+    std::env::current_exe()
+        .ok()
+        .map(|p| p.with_file_name("migratory-replay"))
+        .filter(|p| p.is_file())
+        .map_or_else(|| "migratory-replay".into(), PathBuf::into_os_string)
+}
+
+/// Becomes `migratory-replay view ARGS` (the same process, so its signals and exit status
+/// are the viewer's); returns only when that could not start.
+fn replay_view(args: &[std::ffi::OsString]) -> String {
+    use std::os::unix::process::CommandExt as _;
+    let bin = replay_bin();
+    let e = std::process::Command::new(&bin).arg("view").args(args).exec();
+    format!(
+        "the replay viewer is `migratory-replay view`, and running {} failed: {e} (build it with \
+         `cargo build --release -p migratory-replay`, or run `cargo run --release -p migratory-replay -- view ...`)",
+        std::path::Path::new(&bin).display()
+    )
 }
 
 /// Waits for SIGTERM, SIGINT or SIGUSR1 (a graceful stop for a move: clients are closed

@@ -32,7 +32,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use migratory_kernel::{
     save_checkpoint_unsealed, save_checkpoint_unsealed_into, TickInputs, UnsealedCheckpoint, World,
 };
-use migratory_replay::{RecordingWriter, TickRoots, WriterOptions};
+use migratory_record::{RecordingWriter, TickRoots, WriterOptions};
 
 use crate::metrics::Metrics;
 
@@ -398,7 +398,7 @@ mod tests {
     use super::*;
     use migratory_kernel::testkit::small_config;
     use migratory_kernel::Input;
-    use migratory_replay::Recording;
+    use migratory_record::Recording;
 
     /// A checkpoint's tick waits for `hand_over` and what follows it in that tick waits
     /// behind it; every other tick goes at once. The file then holds every tick with its

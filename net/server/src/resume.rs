@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use migratory_kernel::{hex, World, WorldConfig};
-use migratory_replay::{Recording, RecordingError};
+use migratory_record::{Recording, RecordingError};
 use thiserror::Error;
 
 use crate::reclaim::Tokens;

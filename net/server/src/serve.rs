@@ -21,7 +21,7 @@ use axum::routing::get;
 use axum::Router;
 use hyper_util::rt::TokioIo;
 use migratory_kernel::World;
-use migratory_replay::{RecordingWriter, WriterOptions};
+use migratory_record::{RecordingWriter, WriterOptions};
 use thiserror::Error;
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
@@ -461,7 +461,7 @@ fn router(ctx: Arc<AppState>, viewer_terrain: Bytes) -> Router {
             migratory_wire::fleet::FLEET_STOP_PATH,
             axum::routing::post(fleet_stop),
         )
-        // The viewer asks; only `migratory-server view` has a recording to show.
+        // The viewer asks; only `migratory-replay view` has a recording to show.
         .route("/replay/info", get(|| async { StatusCode::NO_CONTENT }))
         .with_state(ctx)
         .merge(migratory_view::live_routes(viewer_terrain))

@@ -16,8 +16,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use migratory_http as http;
 use migratory_wire::fleet::{read_shipment, reclaim_path, reclaim_url, segment_url};
-use migratory_wire::http;
 use tokio::sync::Notify;
 
 use crate::metrics::Metrics;

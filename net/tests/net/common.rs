@@ -255,7 +255,7 @@ pub async fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
 }
 
 /// `GET http://ADDR/PATH` through the programs' one HTTP client: the status and the body.
-pub async fn http_get(addr: &str, path: &str) -> Result<(u16, String), migratory_wire::http::HttpError> {
-    let r = migratory_wire::http::get(&format!("http://{addr}{path}")).await?;
+pub async fn http_get(addr: &str, path: &str) -> Result<(u16, String), migratory_http::HttpError> {
+    let r = migratory_http::get(&format!("http://{addr}{path}")).await?;
     Ok((r.status, r.text()))
 }

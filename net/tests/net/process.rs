@@ -180,6 +180,46 @@ fn config_errors_exit_2_naming_the_key() {
     assert_eq!(parsed, migratory_server::ServerConfig::default());
 }
 
+/// `migratory-server view ARGS` becomes `migratory-replay view ARGS` (the server links none of
+/// the replay tools): the arguments, the output and the exit status are the viewer's; and
+/// a viewer that cannot be run is a clear error naming the command, with status 2.
+#[test]
+fn server_view_runs_the_replay_viewer() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = TempDir::new("view-forward");
+    let fake = dir.path().join("migratory-replay");
+    std::fs::write(&fake, "#!/bin/sh\necho \"replay: $*\"\nexit 7\n").expect("write");
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let out = Command::new(SERVER)
+        .args([
+            "view",
+            "rec.mrec",
+            "--listen",
+            "127.0.0.1:0",
+            "--compare-shards",
+            "2",
+        ])
+        .env("MIGRATORY_REPLAY_BIN", &fake)
+        .output()
+        .expect("run");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "replay: view rec.mrec --listen 127.0.0.1:0 --compare-shards 2\n"
+    );
+    assert_eq!(out.status.code(), Some(7));
+    let out = Command::new(SERVER)
+        .args(["view", "rec.mrec"])
+        .env("MIGRATORY_REPLAY_BIN", dir.path().join("absent"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("error: ") && err.contains("migratory-replay view"),
+        "{err}"
+    );
+}
+
 /// Threads of process `pid` named `name`.
 fn threads_named(pid: u32, name: &str) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task"))

@@ -14,7 +14,7 @@ use migratory_wire::protocol::{
 };
 
 use crate::assets::terrain_layout as terrain;
-use crate::replay::{marker, state_layout as state};
+use crate::replay_layout::{marker, state_layout as state};
 
 /// One `export const NAME = Object.freeze({ FIELD: value, ... });`.
 fn object(out: &mut String, doc: &str, name: &str, fields: &[(&str, u64)]) {

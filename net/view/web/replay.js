@@ -1,4 +1,4 @@
-// The replay viewer: `migratory-server view REC` serves the page with /replay/* routes
+// The replay viewer: `migratory-replay view REC` serves the page with /replay/* routes
 // (net/view/src/replay/mod.rs). A timeline with play, pause, step, speeds and
 // seek; markers for joins, leaves, casts and catches; god view or "as client N saw it";
 // a click inspects an entity (its fields as `migratory-replay inspect` prints them, and

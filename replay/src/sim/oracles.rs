@@ -81,7 +81,7 @@ pub struct Failure {
     pub field: Option<String>,
     pub detail: String,
     /// After shrinking: what the smallest failing case kept, and the recording of its run
-    /// at one shard (for `migratory-replay verify`, `diff`, `migratory-server view`).
+    /// at one shard (for `migratory-replay verify`, `diff`, `migratory-replay view`).
     pub shrunk: Option<Box<Shrunk>>,
 }
 

@@ -4,7 +4,7 @@
 //! is given, like the scenarios it is listed with.
 
 use migratory_fleet::Role;
-use migratory_wire::http::Method;
+use migratory_http::Method;
 
 use super::harness::{Backend, Env, SMALL_WORLD};
 use super::scenarios::{world_id, POLL};
@@ -173,11 +173,11 @@ pub fn unknown_joins_keep_nothing_and_metrics_and_discovery_tell_the_rest(backen
         assert_eq!(groups[0]["labels"]["world"], w.as_str());
         let target = groups[0]["targets"][0].as_str().expect("a target");
         assert!(j["ws_url"].as_str().expect("url").contains(target), "{sd} {j}");
-        let scraped = migratory_wire::http::get(&format!("http://{target}/metrics"))
+        let scraped = migratory_http::get(&format!("http://{target}/metrics"))
             .await
             .expect("scrape");
         assert!(scraped.text().contains("migratory_tick"), "{}", scraped.text());
-        let anonymous = migratory_wire::http::get(&format!("{}/api/sd", fleet.url))
+        let anonymous = migratory_http::get(&format!("{}/api/sd", fleet.url))
             .await
             .expect("sd");
         assert_eq!(anonymous.status, 401);
@@ -185,7 +185,7 @@ pub fn unknown_joins_keep_nothing_and_metrics_and_discovery_tell_the_rest(backen
 }
 
 async fn fleet_metrics(fleet: &super::harness::Fleet) -> String {
-    let r = migratory_wire::http::get(&format!("{}/metrics", fleet.url))
+    let r = migratory_http::get(&format!("{}/metrics", fleet.url))
         .await
         .expect("metrics");
     assert_eq!(r.status, 200);

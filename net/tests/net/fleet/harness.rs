@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use migratory_wire::http;
+use migratory_http as http;
 
 use crate::common::TempDir;
 

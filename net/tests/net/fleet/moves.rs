@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use migratory_bots::bots::{self, BotOptions, FleetTarget};
+use migratory_http as http;
 use migratory_kernel::Input;
 use migratory_replay::{tools, Recording};
-use migratory_wire::http;
 use serde_json::Value;
 
 use super::harness::{Backend, Env, Fleet, SHARED_ADMIN_TOKEN, SMALL_WORLD};

@@ -163,7 +163,7 @@ fn a_killed_nodes_worlds_resume_on_the_others_at_their_shipped_roots() {
         // Both nodes count what they took over.
         let mut takeovers = 0.0;
         for node in [&b, &c] {
-            let text = migratory_wire::http::get(&format!("{}/metrics", node.url))
+            let text = migratory_http::get(&format!("{}/metrics", node.url))
                 .await
                 .expect("metrics")
                 .text();

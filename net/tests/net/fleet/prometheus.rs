@@ -44,7 +44,7 @@ async fn query(prom: &Prometheus, q: &str) -> Vec<Value> {
             })
             .collect::<String>()
     );
-    let Ok(r) = migratory_wire::http::get(&url).await else {
+    let Ok(r) = migratory_http::get(&url).await else {
         return Vec::new();
     };
     let v: Value = r.json().unwrap_or(Value::Null);
@@ -67,7 +67,7 @@ fn prometheus_discovers_scrapes_and_aggregates_a_three_world_fleet() {
         }
         // The world servers' exposition is valid Prometheus text.
         let target = urls[0].trim_start_matches("ws://").split('/').next().expect("host");
-        let text = migratory_wire::http::get(&format!("http://{target}/metrics"))
+        let text = migratory_http::get(&format!("http://{target}/metrics"))
             .await
             .expect("scrape")
             .text();
@@ -139,7 +139,7 @@ fn prometheus_discovers_scrapes_and_aggregates_a_three_world_fleet() {
                 break;
             }
             if std::time::Instant::now() > deadline {
-                let targets = migratory_wire::http::get(&format!("{}/api/v1/targets", prom.url))
+                let targets = migratory_http::get(&format!("{}/api/v1/targets", prom.url))
                     .await
                     .map(|r| r.text())
                     .unwrap_or_default();

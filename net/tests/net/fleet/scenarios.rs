@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
+use migratory_http::Method;
 use migratory_kernel::Input;
 use migratory_replay::{tools, Recording};
-use migratory_wire::http::Method;
 use serde_json::Value;
 
 use super::harness::{
@@ -164,14 +164,12 @@ pub fn tokens_read_only_their_own_world_while_their_process_lives(backend: Backe
         assert_eq!(fleet.content(&w_b, Some(&tb)).await, 200);
         assert_eq!(fleet.content(&w_b, Some(&ta)).await, 403);
         // The internal routes are not on the public port, even with a live token.
-        let public = migratory_wire::http::Request::new(
-            Method::GET,
-            migratory_wire::fleet::content_url(&fleet.url, &w_a),
-        )
-        .bearer(ta.clone())
-        .send()
-        .await
-        .expect("request");
+        let public =
+            migratory_http::Request::new(Method::GET, migratory_wire::fleet::content_url(&fleet.url, &w_a))
+                .bearer(ta.clone())
+                .send()
+                .await
+                .expect("request");
         assert_eq!(public.status, 404);
         assert_eq!(fleet.content(&w_a, Some(&tb)).await, 403);
         assert_eq!(fleet.content(&w_a, None).await, 401);

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
+use migratory_http::Method;
 use migratory_replay::tools;
-use migratory_wire::http::Method;
 use serde_json::Value;
 
 use super::harness::{Backend, Env, SMALL_WORLD};
@@ -193,7 +193,7 @@ pub fn a_bookmark_is_listed_and_opens_the_worlds_replay(backend: Backend) {
         assert_eq!(s, 200, "{v}\n{}", fleet.log());
         assert_eq!(v["segments"], serde_json::json!([1, 2]), "{v}");
         let url = v["url"].as_str().expect("url").to_string();
-        let info = migratory_wire::http::get(&format!("{url}replay/info"))
+        let info = migratory_http::get(&format!("{url}replay/info"))
             .await
             .expect("GET info");
         let info: Value = serde_json::from_str(&info.text()).expect("JSON");
@@ -214,7 +214,7 @@ pub fn a_bookmark_is_listed_and_opens_the_worlds_replay(backend: Backend) {
             "{b}"
         );
         // The state at the bookmark's tick is the recorded world's.
-        let state = migratory_wire::http::get(&format!("{url}replay/state?tick={tick}"))
+        let state = migratory_http::get(&format!("{url}replay/state?tick={tick}"))
             .await
             .expect("GET state");
         assert_eq!(state.status, 200);

@@ -98,9 +98,10 @@ fn the_live_viewer_plays_in_a_real_browser() {
         "{marks:?}"
     );
     rt.block_on(async {
-        let view = migratory_view::view(recording.clone(), "127.0.0.1:0".parse().expect("addr"), None)
-            .await
-            .expect("view");
+        let view =
+            migratory_replay::viewer::view(recording.clone(), "127.0.0.1:0".parse().expect("addr"), None)
+                .await
+                .expect("view");
         let (_, info) = crate::common::http_get(&view.local_addr.to_string(), "/replay/info")
             .await
             .expect("GET");

@@ -40,7 +40,7 @@ fn write_diverging_copy(from: &std::path::Path, to: &std::path::Path, at: u32, c
     writer.finish().expect("finish");
 }
 
-/// The replay viewer (`migratory-server view --compare`) in Chromium, against what the
+/// The replay viewer (`migratory-replay view --compare`) in Chromium, against what the
 /// recording says computed here independently: seeking forward past a checkpoint and then
 /// back shows exactly the entities of the recorded world at that tick (as
 /// `migratory-replay inspect --tick` computes it: restore, then step); the timeline's join,
@@ -95,8 +95,8 @@ fn the_replay_viewer_shows_the_recorded_world_at_a_sought_tick() {
     let rt = crate::common::runtime();
     let out_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("viewer-screenshots");
     let output = rt.block_on(async {
-        let compare = migratory_view::Compare::Recording(other_path.clone());
-        let view = migratory_view::view(
+        let compare = migratory_replay::viewer::Compare::Recording(other_path.clone());
+        let view = migratory_replay::viewer::view(
             rec_path.clone(),
             "127.0.0.1:0".parse().expect("addr"),
             Some(compare),
@@ -492,7 +492,7 @@ fn check_inspected(rec: &migratory_replay::Recording, tick: u32, line: &Value) {
         .as_str()
         .is_some_and(|p| p.contains(&format!("entity {id}"))));
     let track = inspected["track"].as_array().expect("track");
-    let span = migratory_view::TRACK_SECONDS * world.config().tick_rate_hz;
+    let span = migratory_replay::viewer::TRACK_SECONDS * world.config().tick_rate_hz;
     // The avatar joined in the first ticks, so it has a point at every tick of the span.
     assert_eq!(track.len(), span as usize + 1);
     for point in [track.first(), track.get(track.len() / 2), track.last()]
@@ -555,7 +555,7 @@ fn check_client_view(rec: &migratory_replay::Recording, tick: u32, line: &Value)
 #[test]
 fn the_replay_server_compares_shard_counts_and_refuses_bad_questions() {
     use crate::common::http_get;
-    use migratory_view::{view, Compare};
+    use migratory_replay::viewer::{view, Compare};
     let dir = crate::common::TempDir::new("replay-compare");
     let make = |name: &str, seed: u64| {
         let path = dir.path().join(name);
@@ -622,7 +622,7 @@ fn the_replay_server_compares_shard_counts_and_refuses_bad_questions() {
         // A --compare file that cannot be opened is refused at start-up, naming it.
         let missing = a.with_file_name("no-such-recording.mrec");
         match view(a.clone(), any, Some(Compare::Recording(missing.clone()))).await {
-            Err(e @ migratory_view::ViewError::Compare { .. }) => {
+            Err(e @ migratory_replay::viewer::ViewError::Compare { .. }) => {
                 assert!(e.to_string().contains("no-such-recording.mrec"), "{e}")
             }
             Err(e) => panic!("another error: {e}"),
@@ -672,7 +672,7 @@ fn synth_240_ticks(path: &std::path::Path, seed: u64) {
 /// and cut short at the recording's end; and a window out of bounds is refused.
 #[test]
 fn playback_windows_hold_the_recorded_world_at_each_tick() {
-    use migratory_view::{state_layout as at, view};
+    use migratory_replay::viewer::{state_layout as at, view};
     let dir = crate::common::TempDir::new("replay-windows");
     let path = dir.path().join("w.mrec");
     synth_240_ticks(&path, 6);
@@ -723,7 +723,7 @@ fn playback_windows_hold_the_recorded_world_at_each_tick() {
         let base = format!("http://{}", v.local_addr);
         let get = |p: String| {
             let url = format!("{base}{p}");
-            async move { migratory_wire::http::get(&url).await.expect("GET") }
+            async move { migratory_http::get(&url).await.expect("GET") }
         };
         let r = get("/replay/states?from=0&count=5&stride=1".into()).await;
         assert_eq!(r.status, 200, "{}", r.text());

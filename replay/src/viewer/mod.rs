@@ -1,4 +1,5 @@
-//! `migratory-server view REC.mrec`: the browser viewer over a recording. `reader` answers
+//! `migratory-replay view REC.mrec`: the browser viewer over a recording (the page's
+//! files are `migratory-view`'s). `reader` answers
 //! questions about one tick from a cursor world (god view, one entity, one client's view);
 //! `analysis` works out, in the background, the timeline's markers and (with `--compare`)
 //! the first divergence from another recording or shard count.
@@ -9,7 +10,7 @@
 //! `snapshot_interval_ticks`, `zones`, `bookmarks` as `{tick, client, note}`,
 //! `probe_fields` and `probe_range_ticks_max`: what `/replay/probe` answers), `/replay/markers?from=N` (JSON, grows while the
 //! scan runs: `complete`, `scanned_tick`, `total`, `markers` from index N on as `[tick,
-//! kind, client, n, entity]` with the kinds of `analysis::marker` and the client's avatar id, `clients`, and `seek_index`:
+//! kind, client, n, entity]` with the kinds of `migratory_view::marker` and the client's avatar id, `clients`, and `seek_index`:
 //! `checkpoints`, `bytes`, `spacing_ticks` of the in-memory checkpoints seeks restore from), `/replay/divergence` (JSON `status`: `off`,
 //! `pending`, `none`, `found` with `tick` and `entities`, or `error`),
 //! `/replay/entity?tick=T&id=ID` (JSON: the entity as `migratory-replay inspect` prints
@@ -41,23 +42,24 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{mpsc, Arc, Mutex};
 
+use crate::Recording;
 use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use migratory_kernel::World;
-use migratory_replay::Recording;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-pub use analysis::{marker, Compare};
+pub use analysis::Compare;
 pub use error::{QuestionError, ViewError};
-pub use reader::{state_layout, REPLAY_ENTITY_BYTES, TRACK_SECONDS};
+pub use migratory_view::{marker, state_layout, REPLAY_ENTITY_BYTES};
+pub use reader::TRACK_SECONDS;
 use reader::{Answer, Question, Request};
 use seek::{SeekIndex, SEEK_INDEX_BYTES_MAX};
 
-use crate::assets;
+use migratory_view as assets;
 
 /// Most frames one `/replay/states` answer holds (two seconds of the default world at
 /// 1x: about 10 MB with 5,000 boids).
@@ -196,9 +198,9 @@ async fn probe(State(s): State<Arc<ViewState>>, Query(q): Query<ProbeQuery>) -> 
     };
     let path = s.path.clone();
     let answer = tokio::task::spawn_blocking(move || {
-        migratory_replay::tools::probe(
+        crate::tools::probe(
             &path,
-            migratory_replay::tools::Probed::Entity(q.id),
+            crate::tools::Probed::Entity(q.id),
             &q.field,
             (Some(q.from), Some(q.to)),
             None,
@@ -208,7 +210,7 @@ async fn probe(State(s): State<Arc<ViewState>>, Query(q): Query<ProbeQuery>) -> 
     .await;
     match answer {
         Ok(Ok(report)) => axum::Json(report).into_response(),
-        Ok(Err(e @ migratory_replay::tools::ToolError::Invalid(_))) => {
+        Ok(Err(e @ crate::tools::ToolError::Invalid(_))) => {
             (StatusCode::UNPROCESSABLE_ENTITY, format!("{e}\n")).into_response()
         }
         Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
@@ -261,7 +263,7 @@ fn open(path: &std::path::Path) -> Result<(Recording, World, Value, Vec<u8>), Vi
         "view_radius_mm": c.view_radius_mm,
         "snapshot_interval_ticks": c.snapshot_interval_ticks,
         "track_seconds": TRACK_SECONDS,
-        "probe_fields": migratory_replay::tools::PROBE_FIELDS,
+        "probe_fields": crate::tools::PROBE_FIELDS,
         "probe_range_ticks_max": PROBE_RANGE_TICKS_MAX,
         "zones": std::iter::once(zone(0, &zones.town))
             .chain(zones.hunting_fields.iter().map(|z| zone(1, z)))
@@ -430,7 +432,7 @@ mod tests {
         for e in &bad {
             assert_eq!(status_of(e), StatusCode::UNPROCESSABLE_ENTITY, "{e}");
         }
-        let corrupt = QuestionError::Recording(migratory_replay::RecordingError::Corrupted {
+        let corrupt = QuestionError::Recording(crate::RecordingError::Corrupted {
             offset: 64,
             ticks: Some((60, 119)),
             reason: "block payload does not decode".into(),

@@ -1,4 +1,4 @@
-//! The `.mrec` recording format: a streaming writer (`writer`) and a validating, seeking
+//! `migratory-record`: the `.mrec` recording format: a streaming writer (`writer`) and a validating, seeking
 //! reader (`reader`); every byte layout below is encoded and decoded in `layout` alone.
 //! (`trace` is the `.mtrc` behaviour trace, a file of its own, specified there.)
 //!

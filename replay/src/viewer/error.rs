@@ -5,11 +5,11 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use crate::RecordingError;
 use migratory_kernel::{CheckpointError, DecodeError};
-use migratory_replay::RecordingError;
 use thiserror::Error;
 
-/// Why `migratory-server view` could not start.
+/// Why `migratory-replay view` could not start.
 #[derive(Debug, Error)]
 pub enum ViewError {
     #[error("{path}: {source}")]

@@ -1,4 +1,4 @@
-//! What `migratory-server view` works out about a whole recording in the background, while
+//! What `migratory-replay view` works out about a whole recording in the background, while
 //! the page is already usable: the seek index's checkpoints, the timeline's markers (joins, leaves, casts, catches, and
 //! per client the snapshots it never acknowledged), and with `--compare`, the first tick
 //! at which this recording and another one (or a replay at another shard count) diverge,
@@ -8,29 +8,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::divergence::{ChunkDiff, LeafKind};
+use crate::tools::{diff, verify};
+use crate::{Recording, RecordingError};
 use migratory_kernel::Input;
-use migratory_replay::divergence::{ChunkDiff, LeafKind};
-use migratory_replay::tools::{diff, verify};
-use migratory_replay::{Recording, RecordingError};
 use serde_json::{json, Value};
 
 use super::seek::SeekIndex;
-
-/// Marker kinds, as the page's timeline draws them (the codes are the JSON's).
-pub mod marker {
-    pub const JOIN: u32 = 0;
-    pub const LEAVE: u32 = 1;
-    /// A cast that worked (inside a hunting field, off cooldown).
-    pub const CAST: u32 = 2;
-    /// Boids caught by a cast (`n` of them).
-    pub const CATCH: u32 = 3;
-    /// A snapshot the client never acknowledged, though it acknowledged a later one: lost
-    /// on the way (dropped by backpressure, or by the client), or acknowledged in the same
-    /// tick as a newer one (the server keeps the newest ack of a tick).
-    pub const UNACKED: u32 = 4;
-    /// A spectator joined.
-    pub const SPECTATE: u32 = 5;
-}
+use migratory_view::marker;
 
 /// Markers found so far. `markers` rows are `[tick, kind, client, n, entity]`: `entity`
 /// is the client's avatar id (the page selects it when the marker is clicked; a

@@ -1,4 +1,4 @@
-//! The reader thread of `migratory-server view`: it owns the recording (the reader is not
+//! The reader thread of `migratory-replay view`: it owns the recording (the reader is not
 //! `Send`) and a cursor world, and answers the page's questions about one tick: every
 //! entity (`/replay/state`), one entity with its recent track (`/replay/entity`), and one
 //! client's view as its snapshots gave it (`/replay/client`).
@@ -13,38 +13,17 @@
 
 use std::sync::{mpsc, Arc};
 
+use crate::format::RecordInfo;
+use crate::tools::entity_report;
+use crate::{Recording, RecordingError};
 use migratory_kernel::{decode_snapshot_header, restore_checkpoint_with_terrain, World};
-use migratory_replay::format::RecordInfo;
-use migratory_replay::tools::entity_report;
-use migratory_replay::{Recording, RecordingError};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use super::error::QuestionError;
 use super::seek::SeekIndex;
+use migratory_view::state_layout;
 
-/// `/replay/state`'s layout (the table in the parent module's doc): a header, then one
-/// record per entity. The page's `layout.js` is generated from these.
-pub mod state_layout {
-    /// u32: the tick shown.
-    pub const TICK: usize = 0;
-    /// u32: how many entity records follow.
-    pub const COUNT: usize = 4;
-    pub const HEADER_BYTES: usize = 8;
-    /// Offsets inside one entity record: id u32, x_mm i32, y_mm i32, vx i16, vy i16.
-    pub const ID: usize = 0;
-    pub const X_MM: usize = 4;
-    pub const Y_MM: usize = 8;
-    pub const VX: usize = 12;
-    pub const VY: usize = 14;
-    pub const ENTITY_BYTES: usize = 16;
-    const _: () = assert!(TICK + 4 == COUNT && COUNT + 4 == HEADER_BYTES);
-    const _: () = assert!(ID + 4 == X_MM && X_MM + 4 == Y_MM && Y_MM + 4 == VX);
-    const _: () = assert!(VX + 2 == VY && VY + 2 == ENTITY_BYTES);
-}
-
-/// Bytes of one entity record in `/replay/state`.
-pub const REPLAY_ENTITY_BYTES: usize = state_layout::ENTITY_BYTES;
 /// What the cursor assumes a step and a restore cost before it has measured one: a step
 /// of the default world and a restore from memory with the terrain held.
 const STEP_US_INITIAL: u64 = 400;
@@ -538,10 +517,10 @@ pub fn serve(rec: Recording, world: World, index: Arc<SeekIndex>, requests: mpsc
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::WriterOptions;
+    use crate::testkit::small_config;
+    use crate::tools::{synth_into, SynthOptions};
     use migratory_kernel::ScriptConfig;
-    use migratory_replay::format::WriterOptions;
-    use migratory_replay::testkit::small_config;
-    use migratory_replay::tools::{synth_into, SynthOptions};
 
     fn recording() -> Recording {
         let config = small_config(5, 400);
