@@ -58,9 +58,11 @@ pub use pool::{set_spin_rounds, PinError, SHARD_COUNT_MAX};
 pub use rules_version::{follow_synthetic_rules, follow_synthetic_rules_everywhere};
 pub use rules_version::{rules_version, KERNEL_RULES_VERSION};
 pub use scripted::{Script, ScriptConfig};
+pub use snapshot::header_layout as snapshot_header_layout;
 pub use snapshot::{
-    decode_snapshot_header, ClientDecoder, DecodeError, SnapshotHeader, ViewEntry, BASELINE_RING_LEN,
-    STREAM_DIGEST_BYTES, VIEW_ENTITIES_MAX,
+    decode_snapshot_header, snapshot_is_full, ClientDecoder, DecodeError, SnapshotHeader, ViewEntry,
+    BASELINE_RING_LEN, NO_BASELINE, POS_QUANT_SHIFT, SNAPSHOT_FORMAT_VERSION, STREAM_DIGEST_BYTES,
+    VEL_QUANT_SHIFT, VIEW_ENTITIES_MAX,
 };
 pub use terrain::{Terrain, TerrainError};
 pub use world::{World, WorldError};

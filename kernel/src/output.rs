@@ -44,6 +44,13 @@ pub struct ClientSnapshot<'a> {
     pub bytes: &'a [u8],
 }
 
+impl ClientSnapshot<'_> {
+    /// Whether it is a full snapshot (no baseline), as its header says.
+    pub fn is_full(&self) -> bool {
+        crate::snapshot::codec::snapshot_is_full(self.bytes)
+    }
+}
+
 /// Everything one step produces. Reused by the world from tick to tick.
 #[derive(Clone, Debug, Default)]
 pub struct TickOutput {

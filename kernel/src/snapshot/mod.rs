@@ -9,8 +9,11 @@ mod near;
 pub(crate) mod stream;
 pub(crate) mod view;
 
-pub use codec::{decode_snapshot_header, DecodeError, SnapshotHeader};
+pub use codec::{
+    decode_snapshot_header, header_layout, snapshot_is_full, DecodeError, SnapshotHeader, NO_BASELINE,
+    SNAPSHOT_FORMAT_VERSION,
+};
 pub use decoder::ClientDecoder;
 pub(crate) use near::Entities;
 pub use stream::{BASELINE_RING_LEN, STREAM_DIGEST_BYTES, VIEW_ENTITIES_MAX};
-pub use view::ViewEntry;
+pub use view::{ViewEntry, POS_QUANT_SHIFT, VEL_QUANT_SHIFT};

@@ -265,7 +265,7 @@ impl World {
                 // SAFETY: scratch s belongs to shard s alone.
                 let sc = unsafe { scratch.get_mut(s) };
                 sc.snapshot.bytes.clear();
-                // Frames are claimed as shards come free, so one shard may build every due
+                // Due snapshots are claimed as shards come free, so one shard may build every
                 // snapshot of a tick: its buffer is reserved for that (address space; pages
                 // are touched only as written), so how the builds happen to spread never
                 // grows it in a warm tick. Reserved by the due count alone, it grows only
@@ -298,7 +298,7 @@ impl World {
                     // SAFETY: chunk c belongs to shard c % shards alone.
                     unsafe { *player_leaves.get_mut(c) = leaf };
                 }
-                // Frames are claimed one at a time: their costs differ widely (a client in a
+                // Due snapshots are claimed one at a time: their costs differ widely (a client in a
                 // crowd sees far more than one alone), and which shard builds a snapshot changes
                 // nothing in it.
                 loop {

@@ -5,16 +5,22 @@
 //! snapshot byte for byte.
 //!
 //! Entry points: [`start`] (the binary and the tests), [`ServerConfig`], and [`cli::main`]
-//! (the binary itself). The wire is `migratory-wire`'s; the browser viewer's files and the
-//! replay viewer are `migratory-view`'s.
+//! (the binary itself). The wire is `migratory-wire`'s; recordings are `migratory-record`'s; the
+//! browser viewer's files are `migratory-view`'s (the replay viewer is `migratory-replay
+//! view`, which `migratory-server view` runs).
 //!
 //! Modules, top-down (each uses only those below it in this list):
 //! - `cli`: the `migratory-server` command line.
 //! - `agones`: the Agones SDK calls, around a running server.
 //! - `serve`: `start`, the HTTP routes, the shutdown order.
-//! - `accept`, `connection`: the accept loop and one task per WebSocket.
+//! - `accept`, `connection`: the accept loop and one task per WebSocket (`rate_limit`: its
+//!   token bucket over every message a client sends; `wake_gate`: a future polled again
+//!   only on its own wake-up, for the task's rarely ready branches).
 //! - `tick`: the tick thread (`tick::clients`: its roster of joins, drops, reclaims and
 //!   graces); `events`: what connections and the tick thread tell each other;
+//!   `flusher`: the thread that writes a tick's snapshots into the clients' outlets;
+//!   `outlet`: a connection's outgoing bytes, shared by the tick thread and its task;
+//!   `send_queue`: a client's bounded queue of other messages;
 //!   `recorder`: the recording's writer thread; `ship`: the
 //!   recording's bytes to a fleet's shared store, and the fence it may raise; `watchdog`.
 //! - `resume`, `reclaim` (reconnect tokens and the reclaim file), `metrics`, `config`: leaves.

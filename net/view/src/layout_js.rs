@@ -1,6 +1,7 @@
 //! `net/view/web/layout.js`, the byte layouts the page reads and writes, generated from
 //! the Rust side's named offsets: protocol 2's messages (`migratory-wire`), the replay
-//! viewer's `/replay/state` records, the `/viewer/terrain` header and the timeline's
+//! viewer's `/replay/state` records, the snapshot header and its units (`migratory-kernel`),
+//! the `/viewer/terrain` header and the timeline's
 //! marker codes. The JavaScript imports its offsets from that file instead of spelling
 //! them, and a test here fails when the committed file is not what the Rust layouts make
 //! now (`MIGRATORY_BLESS=1` rewrites it), so a moved offset cannot leave one side behind.
@@ -11,6 +12,11 @@ use migratory_wire::protocol::{
     CAMERA_BYTES, HELLO_FLAG_CACHED_TERRAIN, HELLO_FLAG_KEEPS_BASELINES, HELLO_FLAG_RECLAIM,
     HELLO_FLAG_SPECTATE, HELLO_FLAG_WANT_TOKEN, INPUT_ACK_BYTES, INPUT_BYTES, INPUT_FLAG_CAST,
     NAME_BYTES_MAX, PING_BYTES, PONG_BYTES, PROTOCOL_VERSION, RECONNECT_TOKEN_BYTES, ZONE_SHAPE_CIRCLE,
+};
+
+use migratory_kernel::{
+    snapshot_header_layout as snapshot, NO_BASELINE, POS_QUANT_SHIFT, SNAPSHOT_FORMAT_VERSION,
+    VEL_QUANT_SHIFT,
 };
 
 use crate::assets::terrain_layout as terrain;
@@ -222,6 +228,26 @@ pub fn layout_js() -> String {
             ("SINGLE", TerrainDelivery::Single as u64),
             ("CHUNKED", TerrainDelivery::Chunked as u64),
             ("CACHED", TerrainDelivery::Cached as u64),
+        ],
+    );
+    object(
+        &mut o,
+        "The snapshot header (kernel/SNAPSHOT_FORMAT.md): offsets, its size, the no-baseline tick, \
+         and the wire units of a position (POS_UNIT_MM: q is mm >> POS_QUANT_SHIFT, an entity is \
+         drawn at the middle of its unit) and of a velocity (VEL_UNIT_MM_PER_TICK).",
+        "SNAPSHOT",
+        &[
+            ("FORMAT_VERSION", b(SNAPSHOT_FORMAT_VERSION)),
+            ("VERSION", u(snapshot::VERSION)),
+            ("TICK", u(snapshot::TICK)),
+            ("BASELINE_TICK", u(snapshot::BASELINE_TICK)),
+            ("AVATAR_ID", u(snapshot::AVATAR_ID)),
+            ("SCORE", u(snapshot::SCORE)),
+            ("HEADER_BYTES", u(snapshot::BYTES)),
+            ("NO_BASELINE", u64::from(NO_BASELINE)),
+            ("POS_QUANT_SHIFT", u64::from(POS_QUANT_SHIFT)),
+            ("POS_UNIT_MM", 1u64 << POS_QUANT_SHIFT),
+            ("VEL_UNIT_MM_PER_TICK", 1u64 << VEL_QUANT_SHIFT),
         ],
     );
     object(

@@ -147,6 +147,21 @@ export const TERRAIN_DELIVERY = Object.freeze({
   CACHED: 2,
 });
 
+/** The snapshot header (kernel/SNAPSHOT_FORMAT.md): offsets, its size, the no-baseline tick, and the wire units of a position (POS_UNIT_MM: q is mm >> POS_QUANT_SHIFT, an entity is drawn at the middle of its unit) and of a velocity (VEL_UNIT_MM_PER_TICK). */
+export const SNAPSHOT = Object.freeze({
+  FORMAT_VERSION: 1,
+  VERSION: 0,
+  TICK: 1,
+  BASELINE_TICK: 5,
+  AVATAR_ID: 9,
+  SCORE: 13,
+  HEADER_BYTES: 17,
+  NO_BASELINE: 4294967295,
+  POS_QUANT_SHIFT: 6,
+  POS_UNIT_MM: 64,
+  VEL_UNIT_MM_PER_TICK: 2,
+});
+
 /** /replay/state: the header, then COUNT records of ENTITY_BYTES (offsets inside one). */
 export const REPLAY_STATE = Object.freeze({
   TICK: 0,

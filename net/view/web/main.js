@@ -18,7 +18,7 @@
 import { camera, canvas, circle, ctx, drawAvatar, drawBackground, drawBoid, flushEntities, toScreen, toWorld } from "./draw.js";
 import { drawReplay, pickAt, startReplay } from "./replay.js";
 import { ClientDecoder, KIND_AVATAR } from "./snapshot.js";
-import { CLOSE, VIEWER_TERRAIN } from "./layout.js";
+import { CLOSE, SNAPSHOT, VIEWER_TERRAIN } from "./layout.js";
 import { decodeServer, encodeAck, encodeBookmark, encodeCamera, encodeHello, encodeInput, encodeInputAck, encodePing, ZONE_HUNTING_FIELD, ZONE_TOWN } from "./protocol.js";
 
 const CLOSE_REASONS = {
@@ -243,7 +243,7 @@ function onMessage(bytes) {
 function onSnapshot(bytes) {
   // A world resumed after a crash starts behind what this page saw: its views of those
   // ticks are of another history.
-  const tick = new DataView(bytes.buffer, bytes.byteOffset + 1, 4).getUint32(0, true);
+  const tick = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(SNAPSHOT.TICK, true);
   if (state.latest && tick <= state.latest.header.tick) {
     state.decoder = new ClientDecoder();
     state.latest = null;
@@ -295,7 +295,8 @@ function renderTick() {
 
 function positionOf(e, sentTick, tick) {
   const dt = tick - sentTick;
-  return { x_mm: e.qx * 64 + 32 + e.qvx * 2 * dt, y_mm: e.qy * 64 + 32 + e.qvy * 2 * dt };
+  const unit = SNAPSHOT.POS_UNIT_MM, v = SNAPSHOT.VEL_UNIT_MM_PER_TICK * dt;
+  return { x_mm: e.qx * unit + unit / 2 + e.qvx * v, y_mm: e.qy * unit + unit / 2 + e.qvy * v };
 }
 
 function inHuntingField(p) {
@@ -403,16 +404,15 @@ function panWithKeys() {
   }
 }
 
-/** 20 times a second: a spectator's camera when it moved a wire cell (64 mm) or more. */
+/** 20 times a second: a spectator's camera when it moved a wire unit or more. */
 function sendCamera() {
-  const cam = state.camera, sent = state.sentCamera;
-  if (sent && Math.abs(cam.x_mm - sent.x_mm) < 64 && Math.abs(cam.y_mm - sent.y_mm) < 64) return;
+  const cam = state.camera, sent = state.sentCamera, unit = SNAPSHOT.POS_UNIT_MM;
+  if (sent && Math.abs(cam.x_mm - sent.x_mm) < unit && Math.abs(cam.y_mm - sent.y_mm) < unit) return;
   seq += 1;
   state.sentCamera = { x_mm: Math.round(cam.x_mm), y_mm: Math.round(cam.y_mm) };
   ws.send(encodeCamera(seq, state.sentCamera.x_mm, state.sentCamera.y_mm));
 }
 
-/** 20 times a second: the steering from keys, mouse or touch, and a cast if asked. */
 /** How long a cast's ring and flash last, and how long to wait for its catch. */
 const CAST_FLASH_MS = 500;
 const CAST_RESULT_MS = 1500;

@@ -2,9 +2,11 @@
 // browser's counterpart of kernel/src/snapshot/{codec,decoder}.rs. Checked against test
 // vectors the Rust side generates (net/view/web/test/vectors/snapshots.json).
 
-export const SNAPSHOT_VERSION = 1;
-export const HEADER_BYTES = 17;
-export const NO_BASELINE = 0xffffffff;
+import { SNAPSHOT } from "./layout.js";
+
+export const SNAPSHOT_VERSION = SNAPSHOT.FORMAT_VERSION;
+export const HEADER_BYTES = SNAPSHOT.HEADER_BYTES;
+export const NO_BASELINE = SNAPSHOT.NO_BASELINE;
 export const SNAPSHOT_ENTRIES_MAX = 4096;
 export const PREDICTION_DT_MAX = 1024;
 export const DECODER_RING_LEN = 32;
@@ -19,19 +21,19 @@ export class SnapshotError extends Error {
   }
 }
 
-/** Reads the 17-byte header: {version, tick, baselineTick (null: full), avatarId, score}. */
+/** Reads the header (SNAPSHOT.HEADER_BYTES): {version, tick, baselineTick (null: full), avatarId, score}. */
 export function decodeHeader(bytes) {
   if (bytes.length < 1) throw new SnapshotError("Truncated", "empty snapshot");
   if (bytes[0] !== SNAPSHOT_VERSION) throw new SnapshotError("UnsupportedVersion", `version ${bytes[0]}`);
   if (bytes.length < HEADER_BYTES) throw new SnapshotError("Truncated", "inside the header");
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const baseline = dv.getUint32(5, true);
+  const baseline = dv.getUint32(SNAPSHOT.BASELINE_TICK, true);
   return {
-    version: bytes[0],
-    tick: dv.getUint32(1, true),
+    version: bytes[SNAPSHOT.VERSION],
+    tick: dv.getUint32(SNAPSHOT.TICK, true),
     baselineTick: baseline === NO_BASELINE ? null : baseline,
-    avatarId: dv.getUint32(9, true),
-    score: dv.getUint32(13, true),
+    avatarId: dv.getUint32(SNAPSHOT.AVATAR_ID, true),
+    score: dv.getUint32(SNAPSHOT.SCORE, true),
   };
 }
 

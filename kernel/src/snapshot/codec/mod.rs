@@ -14,9 +14,38 @@ pub use bits::{BitReader, BitWriter};
 /// Snapshot format version written in byte 0 of every snapshot.
 pub const SNAPSHOT_FORMAT_VERSION: u8 = 1;
 /// Size of the byte-aligned header that precedes the bit stream.
-pub const SNAPSHOT_HEADER_BYTES: usize = 17;
+pub const SNAPSHOT_HEADER_BYTES: usize = header_layout::BYTES;
 /// Value of the header's baseline tick field meaning "no baseline" (full snapshot).
 pub const NO_BASELINE: u32 = u32::MAX;
+
+/// The byte-aligned snapshot header (`SNAPSHOT_FORMAT.md`, "Header"), every field
+/// little-endian; the bit stream starts at `BYTES`. The page's `layout.js` carries these
+/// offsets, generated from here.
+///
+/// | offset | size | field                                                  |
+/// |--------|------|--------------------------------------------------------|
+/// | 0      | 1    | format version (`SNAPSHOT_FORMAT_VERSION`)             |
+/// | 1      | 4    | tick                                                   |
+/// | 5      | 4    | baseline tick (`NO_BASELINE`: a full snapshot)         |
+/// | 9      | 4    | the receiving client's avatar id                       |
+/// | 13     | 4    | the receiving client's score                           |
+pub mod header_layout {
+    pub const VERSION: usize = 0;
+    pub const TICK: usize = 1;
+    pub const BASELINE_TICK: usize = 5;
+    pub const AVATAR_ID: usize = 9;
+    pub const SCORE: usize = 13;
+    pub const BYTES: usize = 17;
+    // The fields tile the header: each starts where the one before ends.
+    const _: () = assert!(VERSION + 1 == TICK && TICK + 4 == BASELINE_TICK);
+    const _: () = assert!(BASELINE_TICK + 4 == AVATAR_ID && AVATAR_ID + 4 == SCORE && SCORE + 4 == BYTES);
+}
+
+/// Whether `snapshot` is a full one (no baseline: it decodes against the empty view),
+/// read from its header alone. False for bytes too short to hold the field.
+pub fn snapshot_is_full(snapshot: &[u8]) -> bool {
+    read_u32_le(snapshot, header_layout::BASELINE_TICK) == Ok(NO_BASELINE)
+}
 /// Largest removed count and largest update count a snapshot may carry. The decoder
 /// rejects larger counts before looping, so garbage input cannot make it spin.
 pub const SNAPSHOT_ENTRIES_MAX: usize = 4096;
@@ -269,6 +298,7 @@ pub fn append_snapshot(
         "a full snapshot can only insert"
     );
 
+    // The header's fields in `header_layout`'s order.
     out.push(SNAPSHOT_FORMAT_VERSION);
     out.extend_from_slice(&header.tick.to_le_bytes());
     out.extend_from_slice(&header.baseline_tick.unwrap_or(NO_BASELINE).to_le_bytes());
@@ -327,13 +357,13 @@ pub fn decode_snapshot_header(bytes: &[u8]) -> Result<SnapshotHeader, DecodeErro
     if found != SNAPSHOT_FORMAT_VERSION {
         return Err(DecodeError::UnsupportedVersion { found });
     }
-    let tick = read_u32_le(bytes, 1)?;
-    let baseline = read_u32_le(bytes, 5)?;
+    let tick = read_u32_le(bytes, header_layout::TICK)?;
+    let baseline = read_u32_le(bytes, header_layout::BASELINE_TICK)?;
     Ok(SnapshotHeader {
         tick,
         baseline_tick: (baseline != NO_BASELINE).then_some(baseline),
-        avatar_id: read_u32_le(bytes, 9)?,
-        score: read_u32_le(bytes, 13)?,
+        avatar_id: read_u32_le(bytes, header_layout::AVATAR_ID)?,
+        score: read_u32_le(bytes, header_layout::SCORE)?,
     })
 }
 

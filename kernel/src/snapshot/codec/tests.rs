@@ -87,6 +87,29 @@ fn empty_full_snapshot_is_one_byte_of_stream() {
     assert!(view.is_empty());
 }
 
+/// `snapshot_is_full` reads the baseline field where `header_layout` puts it: a full
+/// snapshot is full, a delta is not, and bytes too short to hold the field are not.
+#[test]
+fn only_a_snapshot_without_baseline_is_full() {
+    let mut full = Vec::new();
+    let header = SnapshotHeader {
+        tick: 5,
+        baseline_tick: None,
+        avatar_id: 1,
+        score: 0,
+    };
+    encode_snapshot(&mut full, &header, &[], &[]);
+    assert!(snapshot_is_full(&full));
+    let delta = encode_delta(&[3], &[]);
+    assert_eq!(
+        decode_snapshot_header(&delta).map(|h| h.baseline_tick.is_some()),
+        Ok(true)
+    );
+    assert!(!snapshot_is_full(&delta));
+    assert!(!snapshot_is_full(&full[..header_layout::BASELINE_TICK + 3]));
+    assert!(!snapshot_is_full(&[]));
+}
+
 #[test]
 fn gap_coding_example_from_spec() {
     let header = SnapshotHeader {

@@ -566,7 +566,7 @@ impl TickLoop {
             if c.awaiting_full_snapshot {
                 // After a reclaim without kept snapshots, a delta could not be decoded:
                 // wait for the kernel's first full snapshot (no baseline).
-                if snapshot_baseline_tick(f.bytes) != Some(NO_BASELINE) {
+                if !f.is_full() {
                     continue;
                 }
                 c.awaiting_full_snapshot = false;
@@ -616,15 +616,6 @@ impl TickLoop {
         }
     }
 }
-
-/// A snapshot's baseline tick (`SNAPSHOT_FORMAT.md`: bytes 5..9 of the kernel's snapshot).
-fn snapshot_baseline_tick(snapshot: &[u8]) -> Option<u32> {
-    let b = snapshot.get(5..9)?;
-    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-}
-
-/// The baseline tick of a full snapshot.
-const NO_BASELINE: u32 = u32::MAX;
 
 /// A snapshot that did not fit `c`'s queue: counted, logged, and the client evicted once
 /// its streak of drops with no send between reaches `grace_overflow_events`.
