@@ -1,7 +1,7 @@
 //! `net/view/web/layout.js`, the byte layouts the page reads and writes, generated from
 //! the Rust side's named offsets: protocol 2's messages (`migratory-wire`), the replay
 //! viewer's `/replay/state` records, the snapshot header and its units (`migratory-kernel`),
-//! the `/viewer/terrain` header and the timeline's
+//! the terrain messages' headers, the `/viewer/terrain` header and the timeline's
 //! marker codes. The JavaScript imports its offsets from that file instead of spelling
 //! them, and a test here fails when the committed file is not what the Rust layouts make
 //! now (`MIGRATORY_BLESS=1` rewrites it), so a moved offset cannot leave one side behind.
@@ -17,6 +17,9 @@ use migratory_wire::protocol::{
 use migratory_kernel::{
     snapshot_header_layout as snapshot, NO_BASELINE, POS_QUANT_SHIFT, SNAPSHOT_FORMAT_VERSION,
     VEL_QUANT_SHIFT,
+};
+use migratory_wire::terrain_wire::{
+    chunk_layout, grid_layout, MAX_CELLS, WIRE_VERSION as TERRAIN_WIRE_VERSION,
 };
 
 use crate::assets::terrain_layout as terrain;
@@ -248,6 +251,49 @@ pub fn layout_js() -> String {
             ("POS_QUANT_SHIFT", u64::from(POS_QUANT_SHIFT)),
             ("POS_UNIT_MM", 1u64 << POS_QUANT_SHIFT),
             ("VEL_UNIT_MM_PER_TICK", 1u64 << VEL_QUANT_SHIFT),
+        ],
+    );
+    object(
+        &mut o,
+        "TERRAIN and TERRAIN_HEADER's grid header (net/wire/TERRAIN_WIRE.md): offsets, its size \
+         (TERRAIN's payload follows), TERRAIN_HEADER's two fields and size, the layout version \
+         and the widest grid a decoder accepts.",
+        "TERRAIN_GRID",
+        &[
+            ("WIRE_VERSION", b(TERRAIN_WIRE_VERSION)),
+            ("CELLS_MAX", u64::from(MAX_CELLS)),
+            ("TYPE", u(grid_layout::TYPE)),
+            ("VERSION", u(grid_layout::VERSION)),
+            ("DTYPE", u(grid_layout::DTYPE)),
+            ("COMPRESSION", u(grid_layout::COMPRESSION)),
+            ("FILTER", u(grid_layout::FILTER)),
+            ("RESERVED", u(grid_layout::RESERVED)),
+            ("CELLS", u(grid_layout::CELLS)),
+            ("CELL_SIZE_MM", u(grid_layout::CELL_SIZE_MM)),
+            ("Q_MIN", u(grid_layout::Q_MIN)),
+            ("Q_MAX", u(grid_layout::Q_MAX)),
+            ("GRID_BYTES", u(grid_layout::GRID_BYTES)),
+            ("CHECKSUM", u(grid_layout::CHECKSUM)),
+            ("BYTES", u(grid_layout::BYTES)),
+            ("CHUNK_COUNT", u(grid_layout::CHUNK_COUNT)),
+            ("ROWS_PER_CHUNK", u(grid_layout::ROWS_PER_CHUNK)),
+            ("HEADER_MESSAGE_BYTES", u(grid_layout::HEADER_MESSAGE_BYTES)),
+        ],
+    );
+    object(
+        &mut o,
+        "TERRAIN_CHUNK's header: offsets and its size (the payload follows).",
+        "TERRAIN_CHUNK",
+        &[
+            ("TYPE", u(chunk_layout::TYPE)),
+            ("VERSION", u(chunk_layout::VERSION)),
+            ("RESERVED", u(chunk_layout::RESERVED)),
+            ("INDEX", u(chunk_layout::INDEX)),
+            ("COUNT", u(chunk_layout::COUNT)),
+            ("ROW_START", u(chunk_layout::ROW_START)),
+            ("ROW_COUNT", u(chunk_layout::ROW_COUNT)),
+            ("RAW_BYTES", u(chunk_layout::RAW_BYTES)),
+            ("BYTES", u(chunk_layout::BYTES)),
         ],
     );
     object(

@@ -162,6 +162,41 @@ export const SNAPSHOT = Object.freeze({
   VEL_UNIT_MM_PER_TICK: 2,
 });
 
+/** TERRAIN and TERRAIN_HEADER's grid header (net/wire/TERRAIN_WIRE.md): offsets, its size (TERRAIN's payload follows), TERRAIN_HEADER's two fields and size, the layout version and the widest grid a decoder accepts. */
+export const TERRAIN_GRID = Object.freeze({
+  WIRE_VERSION: 1,
+  CELLS_MAX: 8192,
+  TYPE: 0,
+  VERSION: 1,
+  DTYPE: 2,
+  COMPRESSION: 3,
+  FILTER: 4,
+  RESERVED: 5,
+  CELLS: 8,
+  CELL_SIZE_MM: 12,
+  Q_MIN: 16,
+  Q_MAX: 24,
+  GRID_BYTES: 32,
+  CHECKSUM: 40,
+  BYTES: 72,
+  CHUNK_COUNT: 72,
+  ROWS_PER_CHUNK: 76,
+  HEADER_MESSAGE_BYTES: 80,
+});
+
+/** TERRAIN_CHUNK's header: offsets and its size (the payload follows). */
+export const TERRAIN_CHUNK = Object.freeze({
+  TYPE: 0,
+  VERSION: 1,
+  RESERVED: 2,
+  INDEX: 4,
+  COUNT: 8,
+  ROW_START: 12,
+  ROW_COUNT: 16,
+  RAW_BYTES: 20,
+  BYTES: 24,
+});
+
 /** /replay/state: the header, then COUNT records of ENTITY_BYTES (offsets inside one). */
 export const REPLAY_STATE = Object.freeze({
   TICK: 0,

@@ -9,11 +9,12 @@
 // module: it draws the terrain from /viewer/terrain and names its hash in HELLO.
 
 import { blake3 } from "./blake3.js";
+import { SERVER_TYPE, TERRAIN_CHUNK as CH, TERRAIN_GRID as G } from "./layout.js";
 
-export const TERRAIN = 0x03, TERRAIN_CHUNK = 0x04, TERRAIN_HEADER = 0x05;
-export const VERSION = 1;
-export const GRID_HEADER_BYTES = 72, HEADER_MESSAGE_BYTES = 80, CHUNK_HEADER_BYTES = 24;
-export const CELLS_MAX = 8192;
+export const TERRAIN = SERVER_TYPE.TERRAIN, TERRAIN_CHUNK = SERVER_TYPE.TERRAIN_CHUNK, TERRAIN_HEADER = SERVER_TYPE.TERRAIN_HEADER;
+export const VERSION = G.WIRE_VERSION;
+export const GRID_HEADER_BYTES = G.BYTES, HEADER_MESSAGE_BYTES = G.HEADER_MESSAGE_BYTES, CHUNK_HEADER_BYTES = CH.BYTES;
+export const CELLS_MAX = G.CELLS_MAX;
 const DTYPES = { 0: ["f32", 4], 1: ["uint16", 2], 2: ["f64", 8] };
 const COMPRESSIONS = { 0: "none", 1: "zstd", 2: "lz4" };
 
@@ -95,24 +96,24 @@ function unfilter(bytes, w, cells) {
 }
 
 function gridHeader(m) {
-  if (m.length < GRID_HEADER_BYTES) bad(`message is ${m.length} bytes, shorter than the 72-byte grid header`);
+  if (m.length < GRID_HEADER_BYTES) bad(`message is ${m.length} bytes, shorter than the ${GRID_HEADER_BYTES}-byte grid header`);
   const dv = new DataView(m.buffer, m.byteOffset, m.byteLength);
-  const dtype = DTYPES[m[2]] ?? bad(`unknown dtype code ${m[2]}`);
-  const compression = m[3] in COMPRESSIONS ? m[3] : bad(`unknown compression code ${m[3]}`);
-  const filter = m[4];
+  const dtype = DTYPES[m[G.DTYPE]] ?? bad(`unknown dtype code ${m[G.DTYPE]}`);
+  const compression = m[G.COMPRESSION] in COMPRESSIONS ? m[G.COMPRESSION] : bad(`unknown compression code ${m[G.COMPRESSION]}`);
+  const filter = m[G.FILTER];
   if (filter > 1) bad(`unknown filter code ${filter}`);
   if (filter === 1 && dtype[0] === "f64") bad("filter 1 with f64 is never sent");
-  if (m[5] || m[6] || m[7]) bad("reserved bytes 5..8 are not zero");
-  const cells = dv.getUint32(8, true), cellSizeMm = dv.getUint32(12, true);
+  if (m.subarray(G.RESERVED, G.CELLS).some((b) => b !== 0)) bad(`reserved bytes ${G.RESERVED}..${G.CELLS} are not zero`);
+  const cells = dv.getUint32(G.CELLS, true), cellSizeMm = dv.getUint32(G.CELL_SIZE_MM, true);
   if (cells < 1 || cells > CELLS_MAX) bad(`cells ${cells} outside 1..=${CELLS_MAX}`);
   if (cellSizeMm === 0) bad("cell_size_mm is 0");
-  const qmin = dv.getFloat64(16, true), qmax = dv.getFloat64(24, true);
+  const qmin = dv.getFloat64(G.Q_MIN, true), qmax = dv.getFloat64(G.Q_MAX, true);
   if (dtype[0] === "uint16") {
     if (!Number.isFinite(qmin) || !Number.isFinite(qmax) || qmin > qmax) bad(`uint16 range (${qmin}, ${qmax}) is not finite and ordered`);
-  } else if (m.subarray(16, 32).some((b) => b !== 0)) bad("quantization bytes of a float grid are not zero");
-  const gridBytes = dv.getBigUint64(32, true);
+  } else if (m.subarray(G.Q_MIN, G.GRID_BYTES).some((b) => b !== 0)) bad("quantization bytes of a float grid are not zero");
+  const gridBytes = dv.getBigUint64(G.GRID_BYTES, true);
   if (gridBytes !== BigInt(cells) * BigInt(cells) * BigInt(dtype[1])) bad(`grid_bytes ${gridBytes} is not cells^2 x ${dtype[1]}`);
-  return { dtype: dtype[0], sampleBytes: dtype[1], compression, filter, cells, cellSizeMm, qmin, qmax, gridBytes: Number(gridBytes), checksum: m.slice(40, 72) };
+  return { dtype: dtype[0], sampleBytes: dtype[1], compression, filter, cells, cellSizeMm, qmin, qmax, gridBytes: Number(gridBytes), checksum: m.slice(G.CHECKSUM, G.BYTES) };
 }
 
 /** Reassembles terrain deliveries message by message, like the Rust TerrainAssembler. */
@@ -137,7 +138,7 @@ export class TerrainAssembler {
   take(m) {
     if (m.length < 2) bad("empty or one-byte terrain message");
     if (![TERRAIN, TERRAIN_CHUNK, TERRAIN_HEADER].includes(m[0])) bad(`type 0x${m[0].toString(16)} is not a terrain message`);
-    if (m[1] !== VERSION) bad(`terrain layout version ${m[1]}, this decoder reads ${VERSION}`);
+    if (m[G.VERSION] !== VERSION) bad(`terrain layout version ${m[1]}, this decoder reads ${VERSION}`);
     const dv = new DataView(m.buffer, m.byteOffset, m.byteLength);
     if (m[0] === TERRAIN) {
       if (this.pending) bad("TERRAIN while chunks are still expected");
@@ -148,19 +149,19 @@ export class TerrainAssembler {
     }
     if (m[0] === TERRAIN_HEADER) {
       if (this.pending) bad("TERRAIN_HEADER while chunks are still expected");
-      if (m.length !== HEADER_MESSAGE_BYTES) bad(`TERRAIN_HEADER is ${m.length} bytes, expected 80`);
+      if (m.length !== HEADER_MESSAGE_BYTES) bad(`TERRAIN_HEADER is ${m.length} bytes, expected ${HEADER_MESSAGE_BYTES}`);
       const h = gridHeader(m);
-      const chunkCount = dv.getUint32(72, true), rowsPerChunk = dv.getUint32(76, true);
+      const chunkCount = dv.getUint32(G.CHUNK_COUNT, true), rowsPerChunk = dv.getUint32(G.ROWS_PER_CHUNK, true);
       if (rowsPerChunk < 1 || rowsPerChunk > h.cells) bad(`rows_per_chunk ${rowsPerChunk} outside 1..=${h.cells}`);
       if (chunkCount !== Math.ceil(h.cells / rowsPerChunk)) bad(`chunk_count ${chunkCount} is not ceil(${h.cells} / ${rowsPerChunk})`);
       this.pending = { h, chunkCount, rowsPerChunk, next: 0, parts: [] };
       return null;
     }
     const p = this.pending ?? bad("TERRAIN_CHUNK without a TERRAIN_HEADER before it");
-    if (m.length < CHUNK_HEADER_BYTES) bad("TERRAIN_CHUNK shorter than its 24-byte header");
-    if (m[2] || m[3]) bad("TERRAIN_CHUNK reserved bytes are not zero");
-    const index = dv.getUint32(4, true), count = dv.getUint32(8, true);
-    const rowStart = dv.getUint32(12, true), rowCount = dv.getUint32(16, true), rawBytes = dv.getUint32(20, true);
+    if (m.length < CHUNK_HEADER_BYTES) bad(`TERRAIN_CHUNK shorter than its ${CHUNK_HEADER_BYTES}-byte header`);
+    if (m.subarray(CH.RESERVED, CH.INDEX).some((b) => b !== 0)) bad("TERRAIN_CHUNK reserved bytes are not zero");
+    const index = dv.getUint32(CH.INDEX, true), count = dv.getUint32(CH.COUNT, true);
+    const rowStart = dv.getUint32(CH.ROW_START, true), rowCount = dv.getUint32(CH.ROW_COUNT, true), rawBytes = dv.getUint32(CH.RAW_BYTES, true);
     if (index !== p.next) bad(`chunk ${index} arrived, expected chunk ${p.next}`);
     if (count !== p.chunkCount) bad(`chunk says ${count} chunks, the header ${p.chunkCount}`);
     const start = index * p.rowsPerChunk, rows = Math.min(p.rowsPerChunk, p.h.cells - start);

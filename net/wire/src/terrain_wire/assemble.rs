@@ -4,7 +4,8 @@
 use super::compression::decode_payload;
 use super::config::Dtype;
 use super::layout::{
-    check_version, dequantize, le_u32, GridHeader, CHUNK_HEADER_LEN, GRID_HEADER_LEN, TERRAIN_HEADER_LEN,
+    check_version, chunk_layout, dequantize, grid_layout, le_u32, GridHeader, CHUNK_HEADER_LEN,
+    GRID_HEADER_LEN, TERRAIN_HEADER_LEN,
 };
 use super::{
     malformed, DecodedTerrain, TerrainDecodeError, MSG_TERRAIN, MSG_TERRAIN_CHUNK, MSG_TERRAIN_HEADER,
@@ -65,8 +66,8 @@ impl TerrainAssembler {
                         message.len()
                     )));
                 }
-                let chunk_count = le_u32(message, 72);
-                let rows_per_chunk = le_u32(message, 76);
+                let chunk_count = le_u32(message, grid_layout::CHUNK_COUNT);
+                let rows_per_chunk = le_u32(message, grid_layout::ROWS_PER_CHUNK);
                 if !(1..=header.cells).contains(&rows_per_chunk) {
                     return Err(malformed(format!(
                         "TERRAIN_HEADER: rows_per_chunk is {rows_per_chunk}, must be 1..={}",
@@ -116,11 +117,16 @@ impl TerrainAssembler {
                 msg.len()
             )));
         }
-        if msg[2..4] != [0; 2] {
+        use chunk_layout as at;
+        if msg[at::RESERVED..at::INDEX] != [0; 2] {
             return Err(malformed("TERRAIN_CHUNK: reserved bytes 2..4 are not zero"));
         }
-        let (index, count) = (le_u32(msg, 4), le_u32(msg, 8));
-        let (row_start, row_count, raw_bytes) = (le_u32(msg, 12), le_u32(msg, 16), le_u32(msg, 20));
+        let (index, count) = (le_u32(msg, at::INDEX), le_u32(msg, at::COUNT));
+        let (row_start, row_count, raw_bytes) = (
+            le_u32(msg, at::ROW_START),
+            le_u32(msg, at::ROW_COUNT),
+            le_u32(msg, at::RAW_BYTES),
+        );
         if count != p.chunk_count {
             return Err(malformed(format!(
                 "TERRAIN_CHUNK says {count} chunks, TERRAIN_HEADER said {}",

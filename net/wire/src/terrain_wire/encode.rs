@@ -97,6 +97,7 @@ pub fn encode(terrain: &Terrain, cfg: &TerrainWireConfig) -> Result<TerrainMessa
         header.write(MSG_TERRAIN_HEADER, &mut msg);
         msg.extend_from_slice(&chunk_count.to_le_bytes());
         msg.extend_from_slice(&rows_per_chunk.to_le_bytes());
+        debug_assert_eq!(msg.len(), TERRAIN_HEADER_LEN);
         messages.push(msg);
         for (index, rows) in raw.chunks(rows_per_chunk as usize * row_bytes).enumerate() {
             let index = index as u32;
@@ -111,6 +112,7 @@ pub fn encode(terrain: &Terrain, cfg: &TerrainWireConfig) -> Result<TerrainMessa
             msg.extend_from_slice(&(index * rows_per_chunk).to_le_bytes());
             msg.extend_from_slice(&row_count.to_le_bytes());
             msg.extend_from_slice(&(rows.len() as u32).to_le_bytes());
+            debug_assert_eq!(msg.len(), CHUNK_HEADER_LEN);
             msg.extend_from_slice(&payload);
             messages.push(msg);
         }

@@ -5,13 +5,87 @@ use super::config::{Compression, Dtype};
 use super::filter::Filter;
 use super::{malformed, TerrainDecodeError, MAX_CELLS, WIRE_VERSION};
 
+/// The grid header TERRAIN and TERRAIN_HEADER start with (`TERRAIN_WIRE.md`), every field
+/// little-endian; TERRAIN_HEADER adds two fields and ends. The page's `layout.js` carries
+/// these offsets, generated from here.
+///
+/// | offset | size | field                                                    |
+/// |--------|------|----------------------------------------------------------|
+/// | 0      | 1    | message type                                             |
+/// | 1      | 1    | layout version (`WIRE_VERSION`)                          |
+/// | 2      | 1    | dtype code                                               |
+/// | 3      | 1    | compression code                                         |
+/// | 4      | 1    | filter code                                              |
+/// | 5      | 3    | reserved, zero                                           |
+/// | 8      | 4    | cells (the grid is cells x cells)                        |
+/// | 12     | 4    | cell size, mm                                            |
+/// | 16     | 8    | uint16 quantization min, f64 (zero for float grids)      |
+/// | 24     | 8    | uint16 quantization max, f64 (zero for float grids)      |
+/// | 32     | 8    | grid bytes, u64                                          |
+/// | 40     | 32   | blake3 of the raw grid                                   |
+/// | 72     | 4    | TERRAIN_HEADER only: chunk count                         |
+/// | 76     | 4    | TERRAIN_HEADER only: rows per chunk                      |
+pub mod grid_layout {
+    pub const TYPE: usize = 0;
+    pub const VERSION: usize = 1;
+    pub const DTYPE: usize = 2;
+    pub const COMPRESSION: usize = 3;
+    pub const FILTER: usize = 4;
+    pub const RESERVED: usize = 5;
+    pub const CELLS: usize = 8;
+    pub const CELL_SIZE_MM: usize = 12;
+    pub const Q_MIN: usize = 16;
+    pub const Q_MAX: usize = 24;
+    pub const GRID_BYTES: usize = 32;
+    pub const CHECKSUM: usize = 40;
+    /// Bytes before the payload of TERRAIN, and the first bytes of TERRAIN_HEADER.
+    pub const BYTES: usize = 72;
+    pub const CHUNK_COUNT: usize = 72;
+    pub const ROWS_PER_CHUNK: usize = 76;
+    /// TERRAIN_HEADER: the grid header, chunk count and rows per chunk, and nothing else.
+    pub const HEADER_MESSAGE_BYTES: usize = 80;
+    const _: () = assert!(TYPE + 1 == VERSION && VERSION + 1 == DTYPE && DTYPE + 1 == COMPRESSION);
+    const _: () = assert!(COMPRESSION + 1 == FILTER && FILTER + 1 == RESERVED && RESERVED + 3 == CELLS);
+    const _: () = assert!(CELLS + 4 == CELL_SIZE_MM && CELL_SIZE_MM + 4 == Q_MIN && Q_MIN + 8 == Q_MAX);
+    const _: () = assert!(Q_MAX + 8 == GRID_BYTES && GRID_BYTES + 8 == CHECKSUM && CHECKSUM + 32 == BYTES);
+    const _: () = assert!(BYTES == CHUNK_COUNT && CHUNK_COUNT + 4 == ROWS_PER_CHUNK);
+    const _: () = assert!(ROWS_PER_CHUNK + 4 == HEADER_MESSAGE_BYTES);
+}
+
+/// TERRAIN_CHUNK's header, little-endian; the payload follows at `BYTES`, a multiple of 8
+/// so a browser can view an uncompressed payload as a typed array in place.
+///
+/// | offset | size | field                                                    |
+/// |--------|------|----------------------------------------------------------|
+/// | 0      | 1    | message type                                             |
+/// | 1      | 1    | layout version (`WIRE_VERSION`)                          |
+/// | 2      | 2    | reserved, zero                                           |
+/// | 4      | 4    | chunk index                                              |
+/// | 8      | 4    | chunk count                                              |
+/// | 12     | 4    | first row                                                |
+/// | 16     | 4    | row count                                                |
+/// | 20     | 4    | raw bytes (before compression)                           |
+pub mod chunk_layout {
+    pub const TYPE: usize = 0;
+    pub const VERSION: usize = 1;
+    pub const RESERVED: usize = 2;
+    pub const INDEX: usize = 4;
+    pub const COUNT: usize = 8;
+    pub const ROW_START: usize = 12;
+    pub const ROW_COUNT: usize = 16;
+    pub const RAW_BYTES: usize = 20;
+    pub const BYTES: usize = 24;
+    const _: () = assert!(TYPE + 1 == VERSION && VERSION + 1 == RESERVED && RESERVED + 2 == INDEX);
+    const _: () = assert!(INDEX + 4 == COUNT && COUNT + 4 == ROW_START && ROW_START + 4 == ROW_COUNT);
+    const _: () = assert!(ROW_COUNT + 4 == RAW_BYTES && RAW_BYTES + 4 == BYTES && BYTES % 8 == 0);
+}
+
 /// Bytes before the payload of TERRAIN, and the first bytes of TERRAIN_HEADER.
-pub(super) const GRID_HEADER_LEN: usize = 72;
+pub(super) const GRID_HEADER_LEN: usize = grid_layout::BYTES;
 /// TERRAIN_HEADER is the grid header plus chunk count and rows per chunk, and nothing else.
-pub(super) const TERRAIN_HEADER_LEN: usize = GRID_HEADER_LEN + 8;
-/// Bytes before the payload of TERRAIN_CHUNK; a multiple of 8 so a browser can view an
-/// uncompressed payload as a typed array in place.
-pub(super) const CHUNK_HEADER_LEN: usize = 24;
+pub(super) const TERRAIN_HEADER_LEN: usize = grid_layout::HEADER_MESSAGE_BYTES;
+/// Bytes before the payload of TERRAIN_CHUNK.
+pub(super) const CHUNK_HEADER_LEN: usize = chunk_layout::BYTES;
 
 pub(super) const Q_MAX: f64 = 65535.0;
 
@@ -33,7 +107,9 @@ impl GridHeader {
         self.cells as usize * self.dtype.sample_bytes()
     }
 
+    /// Appends the header's bytes in `grid_layout`'s order.
     pub(super) fn write(&self, msg_type: u8, out: &mut Vec<u8>) {
+        let start = out.len();
         out.push(msg_type);
         out.push(WIRE_VERSION);
         out.push(self.dtype.code());
@@ -47,6 +123,7 @@ impl GridHeader {
         out.extend_from_slice(&max.to_le_bytes());
         out.extend_from_slice(&self.grid_bytes.to_le_bytes());
         out.extend_from_slice(&self.checksum);
+        debug_assert_eq!(out.len() - start, grid_layout::BYTES);
     }
 
     /// Parses bytes 0..72 of a TERRAIN or TERRAIN_HEADER whose type byte the caller matched.
@@ -58,31 +135,36 @@ impl GridHeader {
                 msg.len()
             )));
         }
-        let dtype = Dtype::from_code(msg[2])
-            .ok_or_else(|| malformed(format!("{what}: unknown dtype code {}", msg[2])))?;
-        let compression = Compression::from_code(msg[3])
-            .ok_or_else(|| malformed(format!("{what}: unknown compression code {}", msg[3])))?;
+        use grid_layout as at;
+        let dtype = Dtype::from_code(msg[at::DTYPE])
+            .ok_or_else(|| malformed(format!("{what}: unknown dtype code {}", msg[at::DTYPE])))?;
+        let compression = Compression::from_code(msg[at::COMPRESSION]).ok_or_else(|| {
+            malformed(format!(
+                "{what}: unknown compression code {}",
+                msg[at::COMPRESSION]
+            ))
+        })?;
         if compression == Compression::Lz4 && !cfg!(feature = "terrain-lz4") {
             return Err(malformed(format!(
                 "{what} uses lz4, which this build cannot decode (cargo feature terrain-lz4)"
             )));
         }
-        let filter = Filter::from_code(msg[4])
-            .ok_or_else(|| malformed(format!("{what}: unknown filter code {}", msg[4])))?;
-        if msg[5..8] != [0; 3] {
+        let filter = Filter::from_code(msg[at::FILTER])
+            .ok_or_else(|| malformed(format!("{what}: unknown filter code {}", msg[at::FILTER])))?;
+        if msg[at::RESERVED..at::CELLS] != [0; 3] {
             return Err(malformed(format!("{what}: reserved bytes 5..8 are not zero")));
         }
-        let cells = le_u32(msg, 8);
+        let cells = le_u32(msg, at::CELLS);
         if !(1..=MAX_CELLS).contains(&cells) {
             return Err(malformed(format!(
                 "{what}: cells is {cells}, must be 1..={MAX_CELLS}"
             )));
         }
-        let cell_size_mm = le_u32(msg, 12);
+        let cell_size_mm = le_u32(msg, at::CELL_SIZE_MM);
         if cell_size_mm == 0 {
             return Err(malformed(format!("{what}: cell_size_mm is 0")));
         }
-        let (min, max) = (le_f64(msg, 16), le_f64(msg, 24));
+        let (min, max) = (le_f64(msg, at::Q_MIN), le_f64(msg, at::Q_MAX));
         let quantization = if dtype == Dtype::Uint16 {
             if !(min.is_finite() && max.is_finite() && min <= max && (max - min).is_finite()) {
                 return Err(malformed(format!(
@@ -91,7 +173,7 @@ impl GridHeader {
             }
             Some((min, max))
         } else {
-            if msg[16..32] != [0; 16] {
+            if msg[at::Q_MIN..at::GRID_BYTES] != [0; 16] {
                 return Err(malformed(format!(
                     "{what}: quantization bytes 16..32 must be zero for dtype {}",
                     dtype.name()
@@ -99,7 +181,7 @@ impl GridHeader {
             }
             None
         };
-        let grid_bytes = le_u64(msg, 32);
+        let grid_bytes = le_u64(msg, at::GRID_BYTES);
         let expected = u64::from(cells) * u64::from(cells) * dtype.sample_bytes() as u64;
         if grid_bytes != expected {
             return Err(malformed(format!(
@@ -108,7 +190,7 @@ impl GridHeader {
             )));
         }
         let mut checksum = [0; 32];
-        checksum.copy_from_slice(&msg[40..72]);
+        checksum.copy_from_slice(&msg[at::CHECKSUM..at::BYTES]);
         Ok(GridHeader {
             dtype,
             compression,
@@ -124,7 +206,7 @@ impl GridHeader {
 
 pub(super) fn check_version(msg: &[u8], what: &str) -> Result<(), TerrainDecodeError> {
     // The version comes before any length check: a later version may be laid out differently.
-    match msg.get(1) {
+    match msg.get(grid_layout::VERSION) {
         None => Err(malformed(format!("{what} is 1 byte, ends before its version"))),
         Some(&WIRE_VERSION) => Ok(()),
         Some(v) => Err(malformed(format!(

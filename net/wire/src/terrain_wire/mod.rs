@@ -23,6 +23,7 @@ use thiserror::Error;
 pub use assemble::TerrainAssembler;
 pub use config::{Compression, Dtype, QuantizationRange, TerrainConfigError, TerrainWireConfig};
 pub use encode::encode;
+pub use layout::{chunk_layout, grid_layout};
 
 /// A whole grid in one message.
 pub const MSG_TERRAIN: u8 = 0x03;
