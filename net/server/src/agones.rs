@@ -29,8 +29,8 @@ use thiserror::Error;
 
 use migratory_http::{self as http, HttpError};
 
+use crate::board::TickBoard;
 use crate::config::AgonesSection;
-use crate::metrics::Metrics;
 use crate::serve::{ServerHandle, Stopper};
 
 /// The environment variable the Agones sidecar sets.
@@ -258,10 +258,10 @@ pub fn spawn(
     let sdk = Sdk::new(sdk_port, settings);
     let idle_shutdown = (settings.idle_shutdown_seconds > 0.0)
         .then(|| Duration::from_secs_f64(settings.idle_shutdown_seconds));
-    let metrics = handle.metrics().clone();
+    let board = handle.board().clone();
     let stopper = handle.stopper();
     tokio::spawn(async move {
-        let result = run(sdk, metrics, stopper.clone(), idle_shutdown, ready_sent).await;
+        let result = run(sdk, board, stopper.clone(), idle_shutdown, ready_sent).await;
         if let Err(e) = &result {
             // Without Ready the GameServer is never allocated; a server that still sent
             // Health would sit in the pool for ever. It stops, so Agones replaces it.
@@ -274,7 +274,7 @@ pub fn spawn(
 
 async fn run(
     sdk: Sdk,
-    metrics: Arc<Metrics>,
+    board: Arc<TickBoard>,
     stopper: Stopper,
     idle_shutdown: Option<Duration>,
     ready_sent: bool,
@@ -302,11 +302,7 @@ async fn run(
                 Err(e) => tracing::debug!(error = %e, "Agones: reading the GameServer failed"),
             }
         }
-        let now: BTreeSet<u32> = metrics
-            .joined_clients
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let now: BTreeSet<u32> = board.joined();
         if now != reported && Instant::now() >= list_retry_at {
             // Removes first: a full List refuses an add until a leaver is gone from it.
             let leaving: Vec<u32> = reported.difference(&now).copied().collect();

@@ -23,6 +23,7 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 
+use crate::board::TickBoard;
 use crate::config::{BackpressureSection, InputLimitsSection, ServerConfig};
 use crate::events::{ClientShared, CloseRequest, NetEvent, Outbound};
 use crate::metrics::Metrics;
@@ -88,6 +89,8 @@ pub(crate) struct ConnectionCtx {
     pub ws_frame_bytes_max: usize,
     pub ws_config: WebSocketConfig,
     pub metrics: Arc<Metrics>,
+    /// What the tick thread publishes: the tick a PONG reports.
+    pub board: Arc<TickBoard>,
     pub events: std::sync::mpsc::Sender<NetEvent>,
     pub next_client_id: std::sync::atomic::AtomicU32,
     /// The terrain messages every client gets after WELCOME, encoded once.
@@ -99,17 +102,32 @@ pub(crate) struct ConnectionCtx {
     pub fence: Arc<Fence>,
 }
 
+/// What every connection is wired to: the counters, what the tick thread publishes, the
+/// channel to it, the server's shutdown and its fence.
+#[derive(Debug)]
+pub struct ConnectionWiring {
+    pub metrics: Arc<Metrics>,
+    pub board: Arc<TickBoard>,
+    pub events: std::sync::mpsc::Sender<NetEvent>,
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+    pub fence: Arc<Fence>,
+}
+
 impl ConnectionCtx {
-    /// The connection settings of `config`, with the server's shared parts.
+    /// The connection settings of `config`, with the terrain every client gets and the
+    /// server's shared parts.
     pub fn new(
         config: &ServerConfig,
-        metrics: Arc<Metrics>,
-        events: std::sync::mpsc::Sender<NetEvent>,
-        terrain: Arc<Vec<Bytes>>,
-        terrain_hash: [u8; 32],
-        shutdown: tokio::sync::watch::Receiver<bool>,
-        fence: Arc<Fence>,
+        (terrain, terrain_hash): (Arc<Vec<Bytes>>, [u8; 32]),
+        wiring: ConnectionWiring,
     ) -> ConnectionCtx {
+        let ConnectionWiring {
+            metrics,
+            board,
+            events,
+            shutdown,
+            fence,
+        } = wiring;
         let s = &config.server;
         ConnectionCtx {
             input_limits: s.input_limits.clone(),
@@ -119,6 +137,7 @@ impl ConnectionCtx {
             ws_frame_bytes_max: s.ws_frame_max_bytes as usize,
             ws_config: ws_config(s.ws_frame_max_bytes, s.max_client_message_bytes),
             metrics,
+            board,
             events,
             next_client_id: std::sync::atomic::AtomicU32::new(1),
             terrain,
@@ -560,7 +579,7 @@ where
         self.ctx.metrics.pings_total.fetch_add(1, Relaxed);
         // The tick thread publishes a tick before any of its snapshots leave it, so this is
         // never older than a snapshot this client already has.
-        let tick = self.ctx.metrics.current_tick.load(Relaxed);
+        let tick = self.ctx.board.tick.load(Relaxed);
         let pong = protocol::encode_pong(nonce, tick);
         self.send(Bytes::copy_from_slice(&pong)).await
     }

@@ -23,10 +23,13 @@
 //!   `send_queue`: a client's bounded queue of other messages;
 //!   `recorder`: the recording's writer thread; `ship`: the
 //!   recording's bytes to a fleet's shared store, and the fence it may raise; `watchdog`.
-//! - `resume`, `reclaim` (reconnect tokens and the reclaim file), `metrics`, `config`: leaves.
+//! - `resume`, `reclaim` (reconnect tokens and the reclaim file), `metrics` (the counters
+//!   of `/metrics`), `board` (`TickBoard`: what the tick thread publishes besides them: the
+//!   tick, its phase, the joined set, the roster), `config`: leaves.
 
 mod accept;
 pub mod agones;
+pub mod board;
 pub mod cli;
 pub mod config;
 #[cfg(test)]

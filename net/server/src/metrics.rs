@@ -72,11 +72,6 @@ pub struct Metrics {
     pub step_us: Histogram,
     pub record_us: Histogram,
     pub handoff_us: Histogram,
-    /// What the tick thread is doing now, and since when (µs since start): for the watchdog.
-    pub phase: std::sync::atomic::AtomicU8,
-    pub phase_started_us: AtomicU64,
-    /// Stamped by a runtime task every 10 ms while the watchdog runs (µs since start).
-    pub runtime_heartbeat_us: AtomicU64,
 
     /// Clients the kernel has joined.
     pub clients: AtomicI64,
@@ -87,12 +82,6 @@ pub struct Metrics {
     pub reconnect_grace_expired_total: AtomicU64,
     pub bookmarks_recorded_total: AtomicU64,
     pub bookmarks_dropped_total: AtomicU64,
-    /// Their ids, detached ones included (Agones player tracking reads them); changed
-    /// only on joins and leaves.
-    pub joined_clients: std::sync::Mutex<std::collections::BTreeSet<u32>>,
-    /// Not a series: the players' names by avatar id, which the live page draws over the
-    /// avatars (`/viewer/names`); the tick thread rewrites it in ticks with a join or leave.
-    pub roster: std::sync::Mutex<std::collections::BTreeMap<u32, String>>,
     /// Connection tasks alive (the leak check: back to 0 when everyone has gone).
     pub connections: AtomicI64,
     /// TCP connections in their HTTP phase (before an upgrade, or serving GETs).

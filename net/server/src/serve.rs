@@ -33,14 +33,15 @@ use migratory_wire::protocol::{WireTerrainDescriptor, WireZone, WorldFacts, Zone
 use migratory_wire::terrain_wire::{self, TerrainConfigError, TerrainDescriptor};
 
 use crate::accept;
+use crate::board::TickBoard;
 use crate::config::ServerConfig;
-use crate::connection::{self, ConnectionCtx};
+use crate::connection::{self, ConnectionCtx, ConnectionWiring};
 use crate::metrics::Metrics;
 use crate::outlet::Prefixed;
 use crate::recorder::Recorder;
 use crate::resume;
 use crate::ship::Fence;
-use crate::tick::{Carried, TickLoop, TickReport, TickSettings, WelcomeBase};
+use crate::tick::{Carried, TickLoop, TickReport, TickSettings, TickWiring, WelcomeBase};
 use crate::watchdog;
 
 /// The WebSocket endpoint's path.
@@ -166,6 +167,7 @@ pub struct ServerHandle {
     recording_path: Option<PathBuf>,
     terrain: TerrainDescriptor,
     metrics: Arc<Metrics>,
+    board: Arc<TickBoard>,
     stop: Arc<Notify>,
     fence: Arc<Fence>,
     task: tokio::task::JoinHandle<Result<ShutdownReport, ServerError>>,
@@ -191,6 +193,11 @@ impl ServerHandle {
 
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
+    }
+
+    /// What the tick thread publishes besides the counters.
+    pub fn board(&self) -> &Arc<TickBoard> {
+        &self.board
     }
 
     /// Starts the shutdown without waiting for it.
@@ -255,6 +262,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     let terrain_messages: Arc<Vec<Bytes>> = Arc::new(terrain.messages.into_iter().map(Bytes::from).collect());
 
     let metrics = Metrics::new(world_config.tick_rate_hz);
+    let board = Arc::new(TickBoard::default());
     let recorder = if s.recording.enabled {
         Some(open_recording(&config, &world, &metrics)?)
     } else {
@@ -309,12 +317,15 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         world,
         carried,
         settings,
-        events_rx,
-        metrics.clone(),
-        recorder,
         welcome,
-        tick_stop.clone(),
-        epoch,
+        TickWiring {
+            events: events_rx,
+            metrics: metrics.clone(),
+            board: board.clone(),
+            recorder,
+            shutdown: tick_stop.clone(),
+            epoch,
+        },
     );
     let exited = tick_exited.clone();
     let tick_thread = std::thread::Builder::new()
@@ -327,7 +338,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         .map_err(|source| ServerError::Thread { what: "tick", source })?;
     let watchdog = if options.debug {
         Some(
-            watchdog::start(metrics.clone(), epoch, tick_stop.clone()).map_err(|source| {
+            watchdog::start(board.clone(), epoch, tick_stop.clone()).map_err(|source| {
                 ServerError::Thread {
                     what: "watchdog",
                     source,
@@ -340,12 +351,14 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
 
     let connections = ConnectionCtx::new(
         &config,
-        metrics.clone(),
-        events_tx,
-        terrain_messages,
-        descriptor.content_hash,
-        shutdown_rx.clone(),
-        fence.clone(),
+        (terrain_messages, descriptor.content_hash),
+        ConnectionWiring {
+            metrics: metrics.clone(),
+            board: board.clone(),
+            events: events_tx,
+            shutdown: shutdown_rx.clone(),
+            fence: fence.clone(),
+        },
     );
     connections
         .next_client_id
@@ -401,6 +414,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         shutdown_timeout: Duration::from_secs_f64(s.shutdown_timeout_seconds)
             + s.client_backpressure.eviction_close_timeout(),
         metrics: metrics.clone(),
+        board: board.clone(),
         tick_stop,
         tick_thread,
         watchdog,
@@ -417,6 +431,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         recording_path,
         terrain: descriptor,
         metrics,
+        board,
         stop,
         fence,
         task,
@@ -474,6 +489,7 @@ struct Running {
     shutdown_tx: watch::Sender<bool>,
     shutdown_timeout: Duration,
     metrics: Arc<Metrics>,
+    board: Arc<TickBoard>,
     tick_stop: Arc<AtomicBool>,
     tick_thread: std::thread::JoinHandle<TickReport>,
     watchdog: Option<std::thread::JoinHandle<()>>,
@@ -492,7 +508,7 @@ impl Running {
     async fn until_stopped(self) -> Result<ShutdownReport, ServerError> {
         let heartbeat = self
             .debug
-            .then(|| tokio::spawn(watchdog::runtime_heartbeat(self.metrics.clone(), self.epoch)));
+            .then(|| tokio::spawn(watchdog::runtime_heartbeat(self.board.clone(), self.epoch)));
         tokio::select! {
             _ = self.stop.notified() => tracing::info!("shutting down"),
             _ = self.tick_exited.notified() => tracing::info!("tick loop finished; shutting down"),
@@ -635,14 +651,7 @@ fn world_facts(world: &World) -> WorldFacts {
 
 /// `/viewer/names`: `{"AVATAR_ID": "name", ...}` of the players in the world.
 async fn names_page(State(ctx): State<Arc<AppState>>) -> impl IntoResponse {
-    let roster = ctx
-        .connections
-        .metrics
-        .roster
-        .lock()
-        .map(|r| r.clone())
-        .unwrap_or_default();
-    axum::Json(roster)
+    axum::Json(ctx.connections.board.roster())
 }
 
 async fn metrics_page(State(ctx): State<Arc<AppState>>) -> impl IntoResponse {
@@ -688,7 +697,12 @@ async fn status_page(State(ctx): State<Arc<AppState>>) -> impl IntoResponse {
         u32::try_from(a.load(Ordering::Relaxed).max(0)).unwrap_or(u32::MAX)
     };
     axum::Json(ServerStatus {
-        tick: m.current_tick.load(Ordering::Relaxed).max(ctx.status.start_tick),
+        tick: ctx
+            .connections
+            .board
+            .tick
+            .load(Ordering::Relaxed)
+            .max(ctx.status.start_tick),
         players: count(&m.clients),
         connections: count(&m.connections),
         ..ctx.status.clone()

@@ -8,19 +8,20 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::metrics::{Metrics, Phase};
+use crate::board::TickBoard;
+use crate::metrics::Phase;
 
 /// A phase or the runtime silent for longer than this is reported.
 pub const STALL_THRESHOLD: Duration = Duration::from_millis(50);
 const HEARTBEAT_PERIOD: Duration = Duration::from_millis(10);
 
 /// Stamps the heartbeat from the async runtime until aborted.
-pub async fn runtime_heartbeat(metrics: Arc<Metrics>, epoch: Instant) {
+pub async fn runtime_heartbeat(board: Arc<TickBoard>, epoch: Instant) {
     let mut interval = tokio::time::interval(HEARTBEAT_PERIOD);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         interval.tick().await;
-        metrics
+        board
             .runtime_heartbeat_us
             .store(epoch.elapsed().as_micros() as u64, Relaxed);
     }
@@ -28,19 +29,19 @@ pub async fn runtime_heartbeat(metrics: Arc<Metrics>, epoch: Instant) {
 
 /// Starts the watchdog thread; it ends when `stop` is set.
 pub fn start(
-    metrics: Arc<Metrics>,
+    board: Arc<TickBoard>,
     epoch: Instant,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    metrics
+    board
         .runtime_heartbeat_us
         .store(epoch.elapsed().as_micros() as u64, Relaxed);
     std::thread::Builder::new()
         .name("migratory-watchdog".into())
-        .spawn(move || watch(&metrics, epoch, &stop))
+        .spawn(move || watch(&board, epoch, &stop))
 }
 
-fn watch(metrics: &Metrics, epoch: Instant, stop: &AtomicBool) {
+fn watch(board: &TickBoard, epoch: Instant, stop: &AtomicBool) {
     let threshold_us = STALL_THRESHOLD.as_micros() as u64;
     // The (phase start) already reported, so one stall is logged once.
     let mut reported_phase_start = u64::MAX;
@@ -48,8 +49,8 @@ fn watch(metrics: &Metrics, epoch: Instant, stop: &AtomicBool) {
     while !stop.load(Relaxed) {
         std::thread::sleep(HEARTBEAT_PERIOD);
         let now_us = epoch.elapsed().as_micros() as u64;
-        let phase = Phase::from_u8(metrics.phase.load(Relaxed));
-        let started = metrics.phase_started_us.load(Relaxed);
+        let phase = Phase::from_u8(board.phase.load(Relaxed));
+        let started = board.phase_started_us.load(Relaxed);
         if phase != Phase::Idle
             && now_us.saturating_sub(started) > threshold_us
             && started != reported_phase_start
@@ -58,13 +59,12 @@ fn watch(metrics: &Metrics, epoch: Instant, stop: &AtomicBool) {
             tracing::warn!(
                 phase = phase.name(),
                 // The tick counter moves on as the step ends.
-                tick = metrics.current_tick.load(Relaxed)
-                    + u32::from(matches!(phase, Phase::Ingest | Phase::Step)),
+                tick = board.tick.load(Relaxed) + u32::from(matches!(phase, Phase::Ingest | Phase::Step)),
                 stalled_ms = now_us.saturating_sub(started) / 1000,
                 "tick phase stalled"
             );
         }
-        let beat = metrics.runtime_heartbeat_us.load(Relaxed);
+        let beat = board.runtime_heartbeat_us.load(Relaxed);
         let silent_us = now_us.saturating_sub(beat);
         if silent_us > threshold_us + HEARTBEAT_PERIOD.as_micros() as u64 {
             if !runtime_stalled {

@@ -19,7 +19,6 @@ use tokio_tungstenite::tungstenite::Bytes;
 
 use super::{TickLoop, WelcomeBase};
 use crate::events::{ClientShared, Outbound, ReclaimRefused};
-use crate::metrics::Metrics;
 use crate::outlet::Outlet;
 use crate::reclaim::Tokens;
 
@@ -168,7 +167,7 @@ impl TickLoop {
                 self.carried_to_stop.push(client);
             }
             self.metrics.clients_detached.fetch_add(1, Relaxed);
-            joined_set(&self.metrics, |s| {
+            self.board.with_joined(|s| {
                 s.insert(client);
             });
             self.clients.insert(client, c);
@@ -343,7 +342,7 @@ impl TickLoop {
     fn leave(&mut self, client: u32) {
         self.inputs.inputs.push(Input::Leave { client });
         self.tokens.remove(client);
-        joined_set(&self.metrics, |s| {
+        self.board.with_joined(|s| {
             s.remove(&client);
         });
     }
@@ -364,7 +363,7 @@ impl TickLoop {
             };
             c.state = JoinState::Joined;
             self.metrics.clients.fetch_add(1, Relaxed);
-            joined_set(&self.metrics, |s| {
+            self.board.with_joined(|s| {
                 s.insert(client);
             });
             self.send_welcome(client, slot, avatar_id, tick);
@@ -455,8 +454,4 @@ fn welcome(
         world: base.world.clone(),
         reconnect_token,
     }
-}
-
-fn joined_set(m: &Metrics, f: impl FnOnce(&mut std::collections::BTreeSet<u32>)) {
-    f(&mut m.joined_clients.lock().unwrap_or_else(|e| e.into_inner()));
 }

@@ -16,6 +16,7 @@ use crate::flusher::Flusher;
 use crate::outlet::Refused;
 use migratory_kernel::{Input, TickInputs, ViewEntry, World, VIEW_ENTITIES_MAX};
 
+use crate::board::TickBoard;
 use crate::config::BackpressureSection;
 use crate::events::NetEvent;
 use crate::metrics::{Metrics, Phase};
@@ -102,6 +103,7 @@ pub struct TickLoop {
     settings: TickSettings,
     events: mpsc::Receiver<NetEvent>,
     metrics: Arc<Metrics>,
+    board: Arc<TickBoard>,
     recorder: Option<Recorder>,
     recording_error: Option<RecordError>,
     /// BOOKMARKs ingested this tick: (client, note), recorded with the tick.
@@ -127,19 +129,34 @@ impl std::fmt::Debug for TickLoop {
     }
 }
 
+/// What the tick thread is wired to: where its events come from, where it publishes, its
+/// recording, the flag that stops it, and the instant phase timestamps count from.
+#[derive(Debug)]
+pub struct TickWiring {
+    pub events: mpsc::Receiver<NetEvent>,
+    pub metrics: Arc<Metrics>,
+    pub board: Arc<TickBoard>,
+    pub recorder: Option<Recorder>,
+    pub shutdown: Arc<AtomicBool>,
+    pub epoch: Instant,
+}
+
 impl TickLoop {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         world: World,
         carried: Carried,
         settings: TickSettings,
-        events: mpsc::Receiver<NetEvent>,
-        metrics: Arc<Metrics>,
-        recorder: Option<Recorder>,
         welcome: WelcomeBase,
-        shutdown: Arc<AtomicBool>,
-        epoch: Instant,
+        wiring: TickWiring,
     ) -> TickLoop {
+        let TickWiring {
+            events,
+            metrics,
+            board,
+            recorder,
+            shutdown,
+            epoch,
+        } = wiring;
         // The reclaim file sits beside the recording: without one there is nothing to
         // resume from, so nothing to reclaim after a crash either.
         let reclaim_writer = recorder
@@ -158,6 +175,7 @@ impl TickLoop {
             settings,
             events,
             metrics,
+            board,
             recorder,
             recording_error: None,
             bookmarks: Vec::new(),
@@ -192,10 +210,10 @@ impl TickLoop {
     }
 
     fn set_phase(&self, phase: Phase) {
-        self.metrics
+        self.board
             .phase_started_us
             .store(self.epoch.elapsed().as_micros() as u64, Relaxed);
-        self.metrics.phase.store(phase as u8, Relaxed);
+        self.board.phase.store(phase as u8, Relaxed);
     }
 
     /// Runs until shut down (or `run_ticks`), then finishes the recording.
@@ -294,6 +312,7 @@ impl TickLoop {
         }
         // Published before any of this tick's snapshots leave, so a PONG never names a tick
         // older than a snapshot its client already holds.
+        self.board.tick.store(self.world.tick(), Relaxed);
         self.metrics.current_tick.store(self.world.tick(), Relaxed);
         let t2 = Instant::now();
         self.set_phase(Phase::Record);
@@ -472,7 +491,7 @@ impl TickLoop {
             .filter(|(_, p)| p.active && !p.spectator)
             .map(|(slot, p)| (self.world.avatar_id(slot as u32), p.name().to_string()))
             .collect();
-        *self.metrics.roster.lock().unwrap_or_else(|e| e.into_inner()) = roster;
+        *self.board.roster.lock().unwrap_or_else(|e| e.into_inner()) = roster;
     }
 
     /// Hands the tick and its bookmarks to the recording; true when it took a checkpoint.
@@ -549,7 +568,7 @@ impl TickLoop {
         let bp = &self.settings.backpressure;
         // PONG reports the published tick: it must not be behind the snapshots queued now.
         debug_assert!(
-            m.current_tick.load(Relaxed) >= out.tick,
+            self.board.tick.load(Relaxed) >= out.tick,
             "tick {} handed off before it was published",
             out.tick
         );
