@@ -65,27 +65,36 @@ pub(super) fn encode_bookmark(client: u32, note: &str) -> Vec<u8> {
     out
 }
 
+/// Why a bookmark's payload is malformed (its record is then `Corrupted` with this reason).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BookmarkError {
+    #[error("bookmark payload of {0} bytes")]
+    Short(usize),
+    #[error("bookmark version {found}, this build reads {}", super::BOOKMARK_VERSION)]
+    Version { found: u32 },
+    #[error("bookmark note of {note_bytes} bytes in a payload of {payload_bytes}")]
+    NoteLength { note_bytes: usize, payload_bytes: usize },
+    #[error("bookmark note is not UTF-8: {0}")]
+    NotUtf8(#[from] std::str::Utf8Error),
+}
+
 /// A bookmark's (client, note) from its payload, or why it is malformed.
-pub(super) fn decode_bookmark(payload: &[u8]) -> Result<(u32, String), String> {
+pub(super) fn decode_bookmark(payload: &[u8]) -> Result<(u32, String), BookmarkError> {
     if payload.len() < BOOKMARK_NOTE_OFFSET {
-        return Err(format!("bookmark payload of {} bytes", payload.len()));
+        return Err(BookmarkError::Short(payload.len()));
     }
     let version = le_u32(payload, BOOKMARK_VERSION_OFFSET);
     if version != super::BOOKMARK_VERSION {
-        return Err(format!(
-            "bookmark version {version}, this build reads {}",
-            super::BOOKMARK_VERSION
-        ));
+        return Err(BookmarkError::Version { found: version });
     }
     let len = le_u32(payload, BOOKMARK_NOTE_LEN_OFFSET) as usize;
     if len > super::BOOKMARK_NOTE_BYTES_MAX || BOOKMARK_NOTE_OFFSET + len != payload.len() {
-        return Err(format!(
-            "bookmark note of {len} bytes in a payload of {}",
-            payload.len()
-        ));
+        return Err(BookmarkError::NoteLength {
+            note_bytes: len,
+            payload_bytes: payload.len(),
+        });
     }
-    let note = std::str::from_utf8(&payload[BOOKMARK_NOTE_OFFSET..])
-        .map_err(|e| format!("bookmark note is not UTF-8: {e}"))?;
+    let note = std::str::from_utf8(&payload[BOOKMARK_NOTE_OFFSET..])?;
     Ok((le_u32(payload, BOOKMARK_CLIENT_OFFSET), note.to_string()))
 }
 

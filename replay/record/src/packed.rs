@@ -170,6 +170,38 @@ pub(super) fn encode_inputs(first_tick: u32, ticks: &[TickInputs]) -> Vec<u8> {
     out
 }
 
+/// Why packed inputs could not be read; each says where (a byte offset into the block's
+/// decompressed inputs, or the tick).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PackedError {
+    #[error("packed inputs end early at byte {at}")]
+    EndsEarly { at: usize },
+    #[error("varint at byte {at} runs past 64 bits")]
+    VarintTooLong { at: usize },
+    #[error("{what} {value} at byte {at} is out of range")]
+    OutOfRange {
+        what: &'static str,
+        value: i64,
+        at: usize,
+    },
+    #[error("a name of {len} bytes at byte {at} runs past the end")]
+    NamePastEnd { len: u64, at: usize },
+    #[error("the name at byte {at} is not UTF-8")]
+    NameNotUtf8 { at: usize },
+    #[error("tick {tick} claims {count} inputs, more than its bytes hold")]
+    TooManyInputs { tick: u32, count: u64 },
+    #[error("input tag {tag:#04x} at byte {at} is not a known kind and flags")]
+    UnknownTag { tag: u8, at: usize },
+    #[error("client delta {delta} at byte {at} leaves the u32 range")]
+    ClientOutOfRange { delta: i64, at: usize },
+    #[error("an ack {back} ticks before tick {tick} leaves the u32 range")]
+    AckOutOfRange { back: i64, tick: u32 },
+    #[error("camera {axis} out of range at byte {at}")]
+    CameraOutOfRange { axis: &'static str, at: usize },
+    #[error("{0} bytes after the last tick's inputs")]
+    Trailing(usize),
+}
+
 /// Reads packed inputs without trusting them: every read is bounds-checked and every
 /// value range-checked, and a failure says where.
 struct Reader<'a> {
@@ -178,16 +210,16 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn u8(&mut self) -> Result<u8, String> {
+    fn u8(&mut self) -> Result<u8, PackedError> {
         let b = *self
             .bytes
             .get(self.at)
-            .ok_or_else(|| format!("packed inputs end early at byte {}", self.at))?;
+            .ok_or(PackedError::EndsEarly { at: self.at })?;
         self.at += 1;
         Ok(b)
     }
 
-    fn varint(&mut self) -> Result<u64, String> {
+    fn varint(&mut self) -> Result<u64, PackedError> {
         let start = self.at;
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
@@ -197,17 +229,17 @@ impl Reader<'_> {
                 return Ok(v);
             }
         }
-        Err(format!("varint at byte {start} runs past 64 bits"))
+        Err(PackedError::VarintTooLong { at: start })
     }
 
-    fn signed<T: TryFrom<i64>>(&mut self, what: &str) -> Result<T, String> {
+    fn signed<T: TryFrom<i64>>(&mut self, what: &'static str) -> Result<T, PackedError> {
         let at = self.at;
-        let v = unzigzag(self.varint()?);
-        T::try_from(v).map_err(|_| format!("{what} {v} at byte {at} is out of range"))
+        let value = unzigzag(self.varint()?);
+        T::try_from(value).map_err(|_| PackedError::OutOfRange { what, value, at })
     }
 
     /// A seq against the client's last one (see the module doc); it becomes the last.
-    fn seq(&mut self, tag: u8, m: &mut Memory) -> Result<u32, String> {
+    fn seq(&mut self, tag: u8, m: &mut Memory) -> Result<u32, PackedError> {
         let s = if tag & FLAG_NEXT_SEQ != 0 {
             m.seq.wrapping_add(1)
         } else {
@@ -217,15 +249,15 @@ impl Reader<'_> {
         Ok(s)
     }
 
-    fn name(&mut self) -> Result<String, String> {
+    fn name(&mut self) -> Result<String, PackedError> {
         let len = self.varint()?;
         let end = usize::try_from(len)
             .ok()
             .and_then(|len| self.at.checked_add(len))
             .filter(|&end| end <= self.bytes.len())
-            .ok_or_else(|| format!("a name of {len} bytes at byte {} runs past the end", self.at))?;
+            .ok_or(PackedError::NamePastEnd { len, at: self.at })?;
         let name = std::str::from_utf8(&self.bytes[self.at..end])
-            .map_err(|_| format!("the name at byte {} is not UTF-8", self.at))?;
+            .map_err(|_| PackedError::NameNotUtf8 { at: self.at })?;
         self.at = end;
         Ok(name.to_string())
     }
@@ -237,7 +269,7 @@ pub(super) fn decode_inputs(
     bytes: &[u8],
     first_tick: u32,
     tick_count: u32,
-) -> Result<Vec<TickInputs>, String> {
+) -> Result<Vec<TickInputs>, PackedError> {
     let mut r = Reader { bytes, at: 0 };
     let mut memory: HashMap<u32, Memory> = HashMap::new();
     let mut ticks = Vec::with_capacity(tick_count.min(1 << 16) as usize);
@@ -246,7 +278,7 @@ pub(super) fn decode_inputs(
         let n = r.varint()?;
         // Every input takes two bytes at least: a bound before allocating.
         if n > (bytes.len() - r.at) as u64 / 2 {
-            return Err(format!("tick {tick} claims {n} inputs, more than its bytes hold"));
+            return Err(PackedError::TooManyInputs { tick, count: n });
         }
         let mut inputs = Vec::with_capacity(n as usize);
         let mut prev_client = 0u32;
@@ -255,13 +287,11 @@ pub(super) fn decode_inputs(
             let tag = r.u8()?;
             let kind = tag & KIND_MASK;
             if kind > KIND_CAMERA || tag & !KIND_MASK & !flags_allowed(kind) != 0 {
-                return Err(format!(
-                    "input tag {tag:#04x} at byte {tag_at} is not a known kind and flags"
-                ));
+                return Err(PackedError::UnknownTag { tag, at: tag_at });
             }
             let delta: i64 = r.signed("a client delta")?;
             let client = u32::try_from(i64::from(prev_client) + delta)
-                .map_err(|_| format!("client delta {delta} at byte {tag_at} leaves the u32 range"))?;
+                .map_err(|_| PackedError::ClientOutOfRange { delta, at: tag_at })?;
             prev_client = client;
             let m = memory.entry(client).or_default();
             let input = match kind {
@@ -295,9 +325,8 @@ pub(super) fn decode_inputs(
                 },
                 KIND_ACK => {
                     let back: i64 = r.signed("an ack's distance")?;
-                    let acked = u32::try_from(i64::from(tick) - back).map_err(|_| {
-                        format!("an ack {back} ticks before tick {tick} leaves the u32 range")
-                    })?;
+                    let acked = u32::try_from(i64::from(tick) - back)
+                        .map_err(|_| PackedError::AckOutOfRange { back, tick })?;
                     Input::Ack { client, tick: acked }
                 }
                 KIND_LEAVE => Input::Leave { client },
@@ -307,10 +336,14 @@ pub(super) fn decode_inputs(
                     let dy: i64 = r.signed("a camera y delta")?;
                     let moved = |from: i32, d: i64| i32::try_from(i64::from(from) + d);
                     m.camera = (
-                        moved(m.camera.0, dx)
-                            .map_err(|_| format!("camera x out of range at byte {tag_at}"))?,
-                        moved(m.camera.1, dy)
-                            .map_err(|_| format!("camera y out of range at byte {tag_at}"))?,
+                        moved(m.camera.0, dx).map_err(|_| PackedError::CameraOutOfRange {
+                            axis: "x",
+                            at: tag_at,
+                        })?,
+                        moved(m.camera.1, dy).map_err(|_| PackedError::CameraOutOfRange {
+                            axis: "y",
+                            at: tag_at,
+                        })?,
                     );
                     Input::Camera {
                         client,
@@ -325,10 +358,7 @@ pub(super) fn decode_inputs(
         ticks.push(TickInputs { inputs });
     }
     if r.at != bytes.len() {
-        return Err(format!(
-            "{} bytes after the last tick's inputs",
-            bytes.len() - r.at
-        ));
+        return Err(PackedError::Trailing(bytes.len() - r.at));
     }
     Ok(ticks)
 }

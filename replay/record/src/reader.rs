@@ -370,7 +370,7 @@ impl Recording {
                             format!("bookmark of tick {first} before that tick was recorded"),
                         ));
                     }
-                    decode_bookmark(&payload).map_err(|why| corrupted(offset, claimed, why))?;
+                    decode_bookmark(&payload).map_err(|why| corrupted(offset, claimed, why.to_string()))?;
                 }
                 RecordKind::End => {
                     if payload.len() != END_PAYLOAD_BYTES || first != next_tick - 1 {
@@ -521,8 +521,9 @@ impl Recording {
             .filter(|f| f.kind == RecordKind::Bookmark)
             .map(|f| {
                 let payload = self.payload(f)?;
-                let (client, note) = decode_bookmark(&payload)
-                    .map_err(|why| corrupted(f.offset, Some((f.first_tick, f.first_tick)), why))?;
+                let (client, note) = decode_bookmark(&payload).map_err(|why| {
+                    corrupted(f.offset, Some((f.first_tick, f.first_tick)), why.to_string())
+                })?;
                 Ok(Bookmark {
                     tick: f.first_tick,
                     client,

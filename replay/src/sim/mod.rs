@@ -120,7 +120,7 @@ pub fn shrunk(case: &Case, mut failure: Failure, dir: Option<&std::path::Path>) 
     let (small, f) = shrink(case, &failure, &mut |c| run_case(c).err());
     let recording = dir.and_then(|dir| {
         let path = dir.join(format!("sim-failure-{}.mrec", case.seed));
-        let bytes = recording_of(&small).ok()?;
+        let bytes = recording_of(&small)?;
         std::fs::write(&path, bytes).ok()?;
         Some(path)
     });

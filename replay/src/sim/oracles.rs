@@ -134,15 +134,13 @@ pub fn run_case(case: &Case) -> Result<CaseReport, Failure> {
     run_case_with(case, &mut |_| {})
 }
 
-/// The recording of `case`'s driving run (one shard), as the `recording` oracle reads it.
-pub fn recording_of(case: &Case) -> Result<Vec<u8>, String> {
+/// The recording of `case`'s driving run (one shard), as the `recording` oracle reads it;
+/// None when the run itself broke (the shrinker then keeps the case it had).
+pub fn recording_of(case: &Case) -> Option<Vec<u8>> {
     IN_CASE.with(|c| c.set(true));
     let run = std::panic::catch_unwind(|| drive(case, false));
     IN_CASE.with(|c| c.set(false));
-    match run {
-        Ok(driven) => driven.map(|d| d.recording).map_err(|(_, b)| b.detail),
-        Err(payload) => Err(format!("the run panicked: {}", panic_message(&*payload))),
-    }
+    run.ok()?.ok().map(|d| d.recording)
 }
 
 /// `run_case` with a divergence planted in the run at the case's other shard count: boid
@@ -427,8 +425,10 @@ fn drive(case: &Case, checks: bool) -> Result<Driven, (Oracle, Broken)> {
             .map_err(|e| driving(Some(tick), format!("recording: {e}")))?;
         d.written.push((tick, writer.bytes_written()));
         if checks {
-            check_invariants(&world).map_err(|e| (Oracle::Invariants, Broken::at(Some(tick), e)))?;
-            check_scores(&world, &mut scores).map_err(|e| (Oracle::Invariants, Broken::at(Some(tick), e)))?;
+            check_invariants(&world)
+                .map_err(|e| (Oracle::Invariants, Broken::at(Some(tick), e.to_string())))?;
+            check_scores(&world, &mut scores)
+                .map_err(|e| (Oracle::Invariants, Broken::at(Some(tick), e.to_string())))?;
             check_decoded(&world, &mut decoders).map_err(|b| (Oracle::Decoder, b))?;
         }
         if tick == case.checkpoint_tick {
@@ -442,45 +442,71 @@ fn drive(case: &Case, checks: bool) -> Result<Driven, (Oracle, Broken)> {
     Ok(d)
 }
 
+/// An invariant a tick broke (the `Invariants` oracle).
+#[derive(Debug, thiserror::Error)]
+enum Invariant {
+    #[error("{count} boids, the config says {config}")]
+    BoidCount { count: usize, config: u32 },
+    #[error("boid {id} outside the world at ({x_mm}, {y_mm})")]
+    BoidOutside { id: usize, x_mm: i32, y_mm: i32 },
+    #[error("{players} players in {slots} slots")]
+    SlotsOverfull { players: usize, slots: u32 },
+    #[error("client {client} outside the world at ({x_mm}, {y_mm})")]
+    PlayerOutside { client: u32, x_mm: i32, y_mm: i32 },
+    #[error("client {client}'s snapshot is {bytes} bytes, over its {cap}-byte budget")]
+    SnapshotOverBudget { client: u32, bytes: usize, cap: usize },
+    #[error("client {client}'s score fell from {before} to {after}")]
+    ScoreFell { client: u32, before: u32, after: u32 },
+    #[error("scores grew by {gained} this tick, but casts caught {caught} boids")]
+    ScoresNotFromCatches { gained: u64, caught: u64 },
+}
+
 /// What must hold after every tick.
-fn check_invariants(world: &World) -> Result<(), String> {
+fn check_invariants(world: &World) -> Result<(), Invariant> {
     let c = world.config();
     let size = c.world_size_mm as i32;
     let boids = world.boids();
     if boids.len() != c.boid_count as usize {
-        return Err(format!("{} boids, the config says {}", boids.len(), c.boid_count));
+        return Err(Invariant::BoidCount {
+            count: boids.len(),
+            config: c.boid_count,
+        });
     }
     if let Some((id, b)) = boids
         .iter()
         .enumerate()
         .find(|(_, b)| !(0..size).contains(&b.x_mm) || !(0..size).contains(&b.y_mm))
     {
-        return Err(format!("boid {id} outside the world at ({}, {})", b.x_mm, b.y_mm));
+        return Err(Invariant::BoidOutside {
+            id,
+            x_mm: b.x_mm,
+            y_mm: b.y_mm,
+        });
     }
     let active: Vec<_> = world.players().iter().filter(|p| p.active).collect();
     if active.len() > c.client_slots_max as usize {
-        return Err(format!(
-            "{} players in {} slots",
-            active.len(),
-            c.client_slots_max
-        ));
+        return Err(Invariant::SlotsOverfull {
+            players: active.len(),
+            slots: c.client_slots_max,
+        });
     }
     if let Some(p) = active
         .iter()
         .find(|p| !(0..size).contains(&p.x_mm) || !(0..size).contains(&p.y_mm))
     {
-        return Err(format!(
-            "client {} outside the world at ({}, {})",
-            p.client, p.x_mm, p.y_mm
-        ));
+        return Err(Invariant::PlayerOutside {
+            client: p.client,
+            x_mm: p.x_mm,
+            y_mm: p.y_mm,
+        });
     }
     let cap = c.snapshot_budget_cap_bytes() as usize;
     if let Some(s) = world.output().snapshots().find(|s| s.bytes.len() > cap.max(64)) {
-        return Err(format!(
-            "client {}'s snapshot is {} bytes, over its {cap}-byte budget",
-            s.client,
-            s.bytes.len()
-        ));
+        return Err(Invariant::SnapshotOverBudget {
+            client: s.client,
+            bytes: s.bytes.len(),
+            cap,
+        });
     }
     Ok(())
 }
@@ -488,7 +514,7 @@ fn check_invariants(world: &World) -> Result<(), String> {
 /// Scores come only from catches: a player joins with none, no score goes down, and the
 /// tick's gains add up to the boids its casts caught (less when a caster left in the same
 /// tick, taking its score with it). `scores` holds each client's score after the last tick.
-fn check_scores(world: &World, scores: &mut std::collections::BTreeMap<u32, u32>) -> Result<(), String> {
+fn check_scores(world: &World, scores: &mut std::collections::BTreeMap<u32, u32>) -> Result<(), Invariant> {
     let out = world.output();
     let mut gained = 0u64;
     let mut now = std::collections::BTreeMap::new();
@@ -499,19 +525,18 @@ fn check_scores(world: &World, scores: &mut std::collections::BTreeMap<u32, u32>
             scores.get(&p.client).copied().unwrap_or(0)
         };
         if p.score < before {
-            return Err(format!(
-                "client {}'s score fell from {before} to {}",
-                p.client, p.score
-            ));
+            return Err(Invariant::ScoreFell {
+                client: p.client,
+                before,
+                after: p.score,
+            });
         }
         gained += u64::from(p.score - before);
         now.insert(p.client, p.score);
     }
     let caught = u64::from(out.casts.caught);
     if gained > caught || (gained < caught && out.left.is_empty()) {
-        return Err(format!(
-            "scores grew by {gained} this tick, but casts caught {caught} boids"
-        ));
+        return Err(Invariant::ScoresNotFromCatches { gained, caught });
     }
     *scores = now;
     Ok(())

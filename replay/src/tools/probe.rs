@@ -43,11 +43,20 @@ pub enum Condition {
     Differs(i64),
 }
 
+/// Why a `--first` condition could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConditionError {
+    #[error("a condition is `changes` or >N, >=N, <N, <=N, ==N, !=N, not {0:?}")]
+    Unknown(String),
+    #[error("{number:?} in the condition {condition:?} is not a whole number")]
+    NotANumber { number: String, condition: String },
+}
+
 impl std::str::FromStr for Condition {
-    type Err = String;
+    type Err = ConditionError;
 
     /// `changes`, or a comparison with a number: `>N`, `>=N`, `<N`, `<=N`, `==N`, `!=N`.
-    fn from_str(s: &str) -> Result<Condition, String> {
+    fn from_str(s: &str) -> Result<Condition, ConditionError> {
         let s = s.trim();
         if s == "changes" {
             return Ok(Condition::Changes);
@@ -55,11 +64,11 @@ impl std::str::FromStr for Condition {
         let (op, rest) = ["==", "!=", ">=", "<=", ">", "<"]
             .iter()
             .find_map(|op| s.strip_prefix(op).map(|rest| (*op, rest)))
-            .ok_or_else(|| format!("a condition is `changes` or >N, >=N, <N, <=N, ==N, !=N, not {s:?}"))?;
-        let n: i64 = rest
-            .trim()
-            .parse()
-            .map_err(|_| format!("{rest:?} in the condition {s:?} is not a whole number"))?;
+            .ok_or_else(|| ConditionError::Unknown(s.to_string()))?;
+        let n: i64 = rest.trim().parse().map_err(|_| ConditionError::NotANumber {
+            number: rest.to_string(),
+            condition: s.to_string(),
+        })?;
         Ok(match op {
             ">" => Condition::Above(n),
             ">=" => Condition::AtLeast(n),
