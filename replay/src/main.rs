@@ -12,7 +12,7 @@ use migratory_kernel::ScriptConfig;
 use migratory_kernel::WorldConfig;
 use migratory_replay::divergence::ChunkDiff;
 use migratory_replay::format::WriterOptions;
-use migratory_replay::tools::{self, Divergence, SynthOptions};
+use migratory_replay::tools::{Divergence, SynthOptions};
 
 /// `println!` that exits quietly when stdout is gone (`migratory-replay ... | head`),
 /// as a Unix tool killed by SIGPIPE would, instead of panicking.
@@ -26,8 +26,10 @@ macro_rules! out {
 }
 
 mod inspect_cli;
+mod make_cli;
 mod rules_cli;
 mod sim_cli;
+mod verify_cli;
 #[cfg(feature = "viewer")]
 mod view_cli;
 
@@ -269,6 +271,15 @@ fn print_divergence(d: &Divergence) {
     }
 }
 
+/// 0 when all is good, 1 when a divergence or mismatch was found.
+fn ok(good: bool) -> ExitCode {
+    if good {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -307,44 +318,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if std::env::var_os("MIGRATORY_SYNTHETIC_RULES").is_some_and(|v| v == "1") {
         migratory_kernel::follow_synthetic_rules_everywhere(true);
     }
-    let ok = |good: bool| {
-        if good {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        }
-    };
     match cli.command {
-        Command::Run { rec, shards, until } => {
-            let r = tools::run(&rec, shards, until, &mut progress())?;
-            if json {
-                print_json(&r);
-            } else {
-                out!(
-                    "{}: ticks {}..={} on {} shard(s)",
-                    r.file,
-                    r.first_tick,
-                    r.final_tick,
-                    r.shards
-                );
-                out!("final root {}", r.final_root);
-                out!(
-                    "{:.0} ticks/s ({:.1}x real time)",
-                    r.ticks_per_s,
-                    r.real_time_multiple
-                );
-                match r.first_mismatch_tick {
-                    None => out!("every root matches the recording"),
-                    Some(t) => {
-                        out!("roots differ from the recording from tick {t} (run verify for details)")
-                    }
-                }
-                if let Some(t) = &r.torn_tail {
-                    out!("torn tail at byte {}: {} ticks recovered", t.offset, r.ticks);
-                }
-            }
-            Ok(ok(r.roots_match))
-        }
+        Command::Run { rec, shards, until } => verify_cli::run(json, &rec, shards, until),
         Command::Verify {
             recs,
             shards,
@@ -352,36 +327,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             inject_fault,
         } if recs.len() > 1 => {
             anyhow::ensure!(inject_fault.is_none(), "--inject-fault takes one recording");
-            let r = tools::verify_chain_with(&recs, &shards, jobs.unwrap_or(cores), &mut progress())?;
-            if json {
-                print_json(&r);
-            } else {
-                for s in &r.segments {
-                    let verdict = if s.ok() { "OK" } else { "MISMATCH" };
-                    out!(
-                        "{}: {} ticks at shards {:?}: {verdict}",
-                        s.file,
-                        s.ticks,
-                        s.shard_counts
-                    );
-                    if let Some(d) = &s.divergence {
-                        print_divergence(d);
-                    }
-                    if let Some(b) = &s.bad_checkpoint {
-                        out!("BAD CHECKPOINT at tick {}: {}", b.tick, b.reason);
-                    }
-                }
-                for l in &r.links {
-                    match &l.problem {
-                        None => out!("link OK at tick {}: {} -> {}", l.tick, l.from, l.to),
-                        Some(p) => out!("link BROKEN at tick {}: {} -> {}: {p:?}", l.tick, l.from, l.to),
-                    }
-                }
-                if r.ok() {
-                    out!("OK: every segment verifies and each resumes where the one before ended");
-                }
-            }
-            Ok(ok(r.ok()))
+            verify_cli::verify_chain(json, &recs, &shards, jobs.unwrap_or(cores))
         }
         Command::Verify {
             recs,
@@ -390,205 +336,26 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             inject_fault,
         } => {
             let rec = recs.into_iter().next().unwrap_or_default();
-            let fault = inject_fault
-                .map(|s| -> anyhow::Result<tools::Fault> {
-                    let p: Vec<&str> = s.split(':').collect();
-                    anyhow::ensure!(p.len() == 3, "--inject-fault takes SHARDS:TICK:ENTITY");
-                    Ok(tools::Fault {
-                        shards: p[0].parse()?,
-                        tick: p[1].parse()?,
-                        entity: p[2].parse()?,
-                    })
-                })
-                .transpose()?;
-            let r = tools::verify_with(&rec, &shards, fault, jobs.unwrap_or(cores), &mut progress())?;
-            if json {
-                print_json(&r);
-            } else {
-                out!("{}: {} ticks at shards {:?}", r.file, r.ticks, r.shard_counts);
-                if let Some(t) = &r.torn_tail {
-                    out!(
-                        "torn tail at byte {} ({} bytes lost): {} ticks recovered",
-                        t.offset,
-                        t.bytes_lost,
-                        r.ticks_recovered
-                    );
-                }
-                if r.rules_version_differs {
-                    out!("note: recorded with other kernel rules; differences are expected");
-                }
-                match &r.divergence {
-                    Some(d) => print_divergence(d),
-                    None if r.end_record_matches == Some(false) => {
-                        out!("MISMATCH: the end record's final root or chain differs")
-                    }
-                    None => match &r.bad_checkpoint {
-                        Some(b) => out!("BAD CHECKPOINT at tick {}: {}", b.tick, b.reason),
-                        None => out!(
-                            "OK: every tick matches the recording and across shard counts ({} span(s) side by side, {:.0} ticks/s)",
-                            r.spans,
-                            r.ticks_per_s
-                        ),
-                    },
-                }
-            }
-            Ok(ok(r.ok()))
+            verify_cli::verify(json, &rec, &shards, jobs.unwrap_or(cores), inject_fault)
         }
         Command::Check {
             dir,
             shards,
             bless,
             junit,
-        } => {
-            let entries = tools::check(&dir, shards, bless, None)?;
-            let all_ok = entries.iter().all(|e| e.ok);
-            if let Some(path) = &junit {
-                let cases: Vec<migratory_replay::junit::Case> = entries
-                    .iter()
-                    .map(|e| migratory_replay::junit::Case {
-                        name: e.file.clone(),
-                        seconds: 0.0,
-                        failure: (!e.ok).then(|| match (&e.error, &e.divergence) {
-                            (Some(err), _) => err.clone(),
-                            (None, Some(d)) => format!(
-                                "{:?} roots differ at tick {}: {:?} has {}, {:?} has {}{}",
-                                d.root,
-                                d.tick,
-                                d.a,
-                                d.a_root,
-                                d.b,
-                                d.b_root,
-                                if e.rules_version_differs {
-                                    " (recorded with other kernel rules)"
-                                } else {
-                                    ""
-                                }
-                            ),
-                            (None, None) => "end record mismatch".into(),
-                        }),
-                    })
-                    .collect();
-                write_junit(path, "migratory-replay check", &cases)?;
-            }
-            if json {
-                print_json(&entries);
-            } else {
-                for e in &entries {
-                    match (&e.error, bless, e.blessed_first_changed_tick, &e.divergence) {
-                        (Some(err), _, _, _) => out!("FAIL {}: {err}", e.file),
-                        (None, true, Some(t), _) => {
-                            out!("BLESSED {}: roots changed from tick {t}", e.file)
-                        }
-                        (None, _, _, Some(d)) if !e.ok => {
-                            out!("FAIL {}:", e.file);
-                            print_divergence(d);
-                            if e.rules_version_differs {
-                                out!("  (recorded with other kernel rules: if intended, run check --bless)");
-                            }
-                        }
-                        (None, _, _, _) if e.ok => out!("ok {} ({} ticks)", e.file, e.ticks),
-                        (None, _, _, _) => out!("FAIL {}: end record mismatch", e.file),
-                    }
-                }
-            }
-            Ok(ok(all_ok))
-        }
+        } => verify_cli::check(json, &dir, shards, bless, junit.as_deref()),
         Command::Inspect { rec, tick, entity } => inspect_cli::inspect(json, &rec, tick, entity),
         Command::Probe(args) => inspect_cli::probe(json, &args),
-        Command::Diff { a, b } => {
-            let r = tools::diff(&a, &b)?;
-            if json {
-                print_json(&r);
-            } else if r.config_differs {
-                out!("the recordings are of different worlds (config hashes differ)");
-            } else {
-                match r.first_divergent_tick {
-                    None => out!("identical over ticks {}..={}", r.common_ticks.0, r.common_ticks.1),
-                    Some(t) => {
-                        out!(
-                            "first divergent tick {t} ({}){}",
-                            r.root.map(|r| r.to_string()).unwrap_or_default(),
-                            if r.inputs_differ {
-                                "; the inputs differ there"
-                            } else {
-                                ""
-                            }
-                        );
-                        print_chunks(&r.chunks);
-                    }
-                }
-            }
-            Ok(ok(!r.config_differs && r.first_divergent_tick.is_none()))
-        }
-        Command::Extract { rec, from, to, out } => {
-            let r = tools::extract(&rec, from, to, &out)?;
-            if json {
-                print_json(&r);
-            } else {
-                out!(
-                    "wrote {} ({} bytes): state at tick {} and ticks {}..={}",
-                    r.out,
-                    r.bytes,
-                    r.from,
-                    r.from + 1,
-                    r.to
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Synth { out, session } => {
-            let r = tools::synth(&session.options(1), &out)?;
-            if json {
-                print_json(&r);
-            } else {
-                out!(
-                    "wrote {} ({} bytes, {} ticks), final root {}",
-                    out.display(),
-                    r.bytes,
-                    r.ticks,
-                    r.final_root
-                );
-                out!(
-                    "step {:.3} ms/tick, recording {:.4} ms/tick ({:.2}% of the tick)",
-                    r.step_ms_per_tick,
-                    r.record_ms_per_tick,
-                    r.record_fraction * 100.0
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Diff { a, b } => make_cli::diff(json, &a, &b),
+        Command::Extract { rec, from, to, out } => make_cli::extract(json, &rec, (from, to), &out),
+        Command::Synth { out, session } => make_cli::synth(json, &out, &session),
         Command::Sim(args) => sim_cli::sim(json, &args),
         #[cfg(feature = "viewer")]
         Command::View(args) => view_cli::view(args).map(|()| ExitCode::SUCCESS),
         Command::Trace(args) => rules_cli::trace(json, &args),
         Command::RulesDiff(args) => rules_cli::rules_diff(json, &args),
         Command::Rerecord(args) => rules_cli::rerecord(json, &args),
-        Command::Bench { session, shards } => {
-            let r = tools::bench(&session.options(1), &shards)?;
-            if json {
-                print_json(&r);
-            } else {
-                out!(
-                    "{} boids, {} clients, {} ticks; recording {} bytes, recording cost {:.2}% of the tick",
-                    r.boids,
-                    r.clients,
-                    r.ticks,
-                    r.recording_bytes,
-                    r.record_fraction * 100.0
-                );
-                for l in &r.lines {
-                    out!(
-                        "  shards {}: {:.0} ticks/s ({:.1}x real time, {:.2}x vs shards {})",
-                        l.shards,
-                        l.ticks_per_s,
-                        l.real_time_multiple,
-                        l.speedup,
-                        r.lines[0].shards
-                    );
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Bench { session, shards } => make_cli::bench(json, &session, &shards),
     }
 }
 

@@ -87,59 +87,16 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
     let internal_addr = internal
         .local_addr()
         .map_err(io_err("reading the bound address"))?;
-    let metrics = Arc::new(FleetMetrics::new());
-    let segments = Arc::new(Segments::new(
-        store.clone(),
-        &options,
-        node.clone(),
-        metrics.clone(),
-    ));
-    let launcher = Launcher::new(&options, format!("http://{internal_addr}"))
-        .map_err(io_err("starting the spawner thread"))?;
-    let worlds = Arc::new(Worlds::new(
-        store.clone(),
-        &options,
-        (node.clone(), launcher),
-        segments.clone(),
-        metrics.clone(),
-    ));
+    let Components {
+        worlds,
+        segments,
+        moves,
+        api,
+    } = build(&options, &store, &node, internal_addr)?;
     worlds.reconcile().await?;
-    let moves = Arc::new(Moves::new(
-        worlds.clone(),
-        segments.clone(),
-        store.clone(),
-        node.clone(),
-        metrics.clone(),
-    ));
-    let api = Arc::new(Api {
-        worlds: worlds.clone(),
-        moves: moves.clone(),
-        upgrades: Arc::new(Upgrades::new(
-            worlds.clone(),
-            segments.clone(),
-            store.clone(),
-            options.shards,
-        )),
-        history: Arc::new(History::new(worlds.clone(), segments.clone(), &options)),
-        metrics,
-    });
     let stop = Arc::new(Notify::new());
     let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
-    let reaper = {
-        let worlds = worlds.clone();
-        let every = options.poll_interval;
-        let mut shutdown = shutdown_rx.clone();
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(every);
-            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = every.tick() => worlds.reap_once().await,
-                    _ = shutdown.changed() => return,
-                }
-            }
-        })
-    };
+    let reaper = spawn_reaper(worlds.clone(), options.poll_interval, shutdown_rx.clone());
     let adopter = moves.spawn_adopter(shutdown_rx.clone());
     let heartbeat = node::spawn_heartbeat(store.clone(), node.clone(), stop.clone(), shutdown_rx.clone());
     let app = api::router(api, Arc::new(auth));
@@ -187,5 +144,83 @@ pub async fn start(options: FleetOptions) -> Result<FleetHandle, FleetError> {
         internal_addr,
         stop,
         task,
+    })
+}
+
+/// This node's components, built over its store and lease (`lib.rs` names each).
+struct Components {
+    worlds: Arc<Worlds>,
+    segments: Arc<Segments>,
+    moves: Arc<Moves>,
+    api: Arc<Api>,
+}
+
+/// Builds the components: `Segments` and a `Launcher` under `Worlds`, and `Moves`,
+/// `Upgrades` and `History` over those; `internal_addr` is where world servers reach this
+/// node.
+fn build(
+    options: &FleetOptions,
+    store: &Store,
+    node: &Node,
+    internal_addr: SocketAddr,
+) -> Result<Components, FleetError> {
+    let metrics = Arc::new(FleetMetrics::new());
+    let segments = Arc::new(Segments::new(
+        store.clone(),
+        options,
+        node.clone(),
+        metrics.clone(),
+    ));
+    let launcher = Launcher::new(options, format!("http://{internal_addr}"))
+        .map_err(io_err("starting the spawner thread"))?;
+    let worlds = Arc::new(Worlds::new(
+        store.clone(),
+        options,
+        (node.clone(), launcher),
+        segments.clone(),
+        metrics.clone(),
+    ));
+    let moves = Arc::new(Moves::new(
+        worlds.clone(),
+        segments.clone(),
+        store.clone(),
+        node.clone(),
+        metrics.clone(),
+    ));
+    let api = Arc::new(Api {
+        worlds: worlds.clone(),
+        moves: moves.clone(),
+        upgrades: Arc::new(Upgrades::new(
+            worlds.clone(),
+            segments.clone(),
+            store.clone(),
+            options.shards,
+        )),
+        history: Arc::new(History::new(worlds.clone(), segments.clone(), options)),
+        metrics,
+    });
+    Ok(Components {
+        worlds,
+        segments,
+        moves,
+        api,
+    })
+}
+
+/// Runs the idle and health reaper every `every` until shutdown.
+fn spawn_reaper(
+    worlds: Arc<Worlds>,
+    every: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(every);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = every.tick() => worlds.reap_once().await,
+                _ = shutdown.changed() => return,
+            }
+        }
     })
 }

@@ -18,7 +18,7 @@ use migratory_kernel::{hex, WorldConfig};
 use migratory_wire::fleet::WorldContent;
 
 use crate::error::{io_err, validate_world_id, FleetError};
-use crate::launcher::{allocated_recording, exit_of, Launcher};
+use crate::launcher::{allocated_recording, exit_of, Launched, Launcher};
 use crate::limits::WorldLimits;
 use crate::metrics::FleetMetrics;
 use crate::node::Node;
@@ -516,45 +516,9 @@ impl Worlds {
             segment_seq: seq,
         };
         let launched = self.launcher.launch(grant, files.log_path()).await?;
-        let lost = || FleetError::Unavailable {
-            world: id.to_string(),
-            reason: format!(
-                "another node took the world over while this one started it (epoch {})",
-                holder.epoch
-            ),
-            log_tail: Vec::new(),
-        };
-        let registered: Result<Option<i64>, FleetError> = async {
-            let segment_seq = match &launched.status.recording {
-                Some(path) => {
-                    // An allocated server's recording is on its pod: the store's copy is
-                    // written into this node's folder for the world whenever it is needed.
-                    let local = match self.launcher.allocates() {
-                        true => allocated_recording(&files.segments_dir(), seq),
-                        false => path.clone(),
-                    };
-                    let first_tick = launched.status.start_tick;
-                    if !self
-                        .segments
-                        .open(id, (seq, resumed_from_seq), &local, first_tick, &holder)
-                        .await?
-                    {
-                        return Err(lost());
-                    }
-                    Some(seq)
-                }
-                None => None,
-            };
-            if !self
-                .store
-                .set_server(id, &holder, launched.child.pid, &launched.ws_url)
-                .await?
-            {
-                return Err(lost());
-            }
-            Ok(segment_seq)
-        }
-        .await;
+        let registered = self
+            .register(id, &launched, &holder, (seq, resumed_from_seq))
+            .await;
         let segment_seq = match registered {
             Ok(s) => s,
             Err(e) => {
@@ -584,6 +548,54 @@ impl Worlds {
             failed_polls: 0,
         };
         Ok((running, resumed_from_seq))
+    }
+
+    /// Records a launched server in the store: opens its segment (`seqs`: its own and the
+    /// one it resumed from) when it records, and its URL. Returns its segment; an error when
+    /// the world is no longer `holder`'s (the caller kills the server).
+    async fn register(
+        &self,
+        id: &str,
+        launched: &Launched,
+        holder: &Holder,
+        (seq, resumed_from_seq): (i64, Option<i64>),
+    ) -> Result<Option<i64>, FleetError> {
+        let lost = || FleetError::Unavailable {
+            world: id.to_string(),
+            reason: format!(
+                "another node took the world over while this one started it (epoch {})",
+                holder.epoch
+            ),
+            log_tail: Vec::new(),
+        };
+        let segment_seq = match &launched.status.recording {
+            Some(path) => {
+                // An allocated server's recording is on its pod: the store's copy is
+                // written into this node's folder for the world whenever it is needed.
+                let local = match self.launcher.allocates() {
+                    true => allocated_recording(&self.segments.files(id).segments_dir(), seq),
+                    false => path.clone(),
+                };
+                let first_tick = launched.status.start_tick;
+                if !self
+                    .segments
+                    .open(id, (seq, resumed_from_seq), &local, first_tick, holder)
+                    .await?
+                {
+                    return Err(lost());
+                }
+                Some(seq)
+            }
+            None => None,
+        };
+        if !self
+            .store
+            .set_server(id, holder, launched.child.pid, &launched.ws_url)
+            .await?
+        {
+            return Err(lost());
+        }
+        Ok(segment_seq)
     }
 
     /// When the child exits by itself (a crash, a kill), closes its segment.

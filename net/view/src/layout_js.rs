@@ -36,6 +36,16 @@ fn object(out: &mut String, doc: &str, name: &str, fields: &[(&str, u64)]) {
     out.push_str("});\n");
 }
 
+/// An offset or size as a value of `layout.js`.
+fn u(v: usize) -> u64 {
+    v as u64
+}
+
+/// A byte code as a value of `layout.js`.
+fn b(v: u8) -> u64 {
+    u64::from(v)
+}
+
 /// The text of `layout.js`.
 pub fn layout_js() -> String {
     let mut o = String::from(
@@ -46,10 +56,18 @@ pub fn layout_js() -> String {
     o.push_str(&format!(
         "\nexport const PROTOCOL_VERSION = {PROTOCOL_VERSION};\n"
     ));
-    let u = |v: usize| v as u64;
-    let b = |v: u8| u64::from(v);
+    protocol_messages(&mut o);
+    protocol_messages_after_hello(&mut o);
+    welcome(&mut o);
+    snapshot_and_terrain(&mut o);
+    viewer(&mut o);
+    o
+}
+
+/// Protocol 2: message types, HELLO and the close codes.
+fn protocol_messages(o: &mut String) {
     object(
-        &mut o,
+        o,
         "Client to server message types (byte 0).",
         "CLIENT_TYPE",
         &[
@@ -63,7 +81,7 @@ pub fn layout_js() -> String {
         ],
     );
     object(
-        &mut o,
+        o,
         "Server to client message types (byte 0).",
         "SERVER_TYPE",
         &[
@@ -76,7 +94,7 @@ pub fn layout_js() -> String {
         ],
     );
     object(
-        &mut o,
+        o,
         "HELLO: offsets, flags and the name limit.",
         "HELLO",
         &[
@@ -95,7 +113,7 @@ pub fn layout_js() -> String {
         ],
     );
     object(
-        &mut o,
+        o,
         "Close codes the server uses beyond RFC 6455's (PROTOCOL.md section 5).",
         "CLOSE",
         &[
@@ -105,8 +123,12 @@ pub fn layout_js() -> String {
             ("REPLACED", u64::from(close_code::REPLACED)),
         ],
     );
+}
+
+/// Protocol 2's messages after HELLO: INPUT, INPUT_ACK, CAMERA, BOOKMARK, ACK, PING and PONG.
+fn protocol_messages_after_hello(o: &mut String) {
     object(
-        &mut o,
+        o,
         "INPUT: offsets, size and the cast flag.",
         "INPUT",
         &[
@@ -120,7 +142,7 @@ pub fn layout_js() -> String {
         ],
     );
     object(
-        &mut o,
+        o,
         "INPUT_ACK: INPUT's fields at INPUT's offsets, then the acked tick.",
         "INPUT_ACK",
         &[
@@ -129,7 +151,7 @@ pub fn layout_js() -> String {
         ],
     );
     object(
-        &mut o,
+        o,
         "CAMERA: offsets and size.",
         "CAMERA",
         &[
@@ -140,7 +162,7 @@ pub fn layout_js() -> String {
         ],
     );
     object(
-        &mut o,
+        o,
         "BOOKMARK: header size and the longest note.",
         "BOOKMARK",
         &[
@@ -152,19 +174,19 @@ pub fn layout_js() -> String {
         ],
     );
     object(
-        &mut o,
+        o,
         "ACK: offsets and size.",
         "ACK",
         &[("TICK", u(ack_layout::TICK)), ("BYTES", u(ACK_BYTES))],
     );
     object(
-        &mut o,
+        o,
         "PING: offsets and size.",
         "PING",
         &[("NONCE", u(ping_layout::NONCE)), ("BYTES", u(PING_BYTES))],
     );
     object(
-        &mut o,
+        o,
         "PONG: offsets and size.",
         "PONG",
         &[
@@ -173,8 +195,12 @@ pub fn layout_js() -> String {
             ("BYTES", u(PONG_BYTES)),
         ],
     );
+}
+
+/// WELCOME and the codes it carries.
+fn welcome(o: &mut String) {
     object(
-        &mut o,
+        o,
         "WELCOME: offsets; zone records of ZONE_BYTES follow at ZONES.",
         "WELCOME",
         &[
@@ -215,7 +241,7 @@ pub fn layout_js() -> String {
         ],
     );
     object(
-        &mut o,
+        o,
         "Zone kinds in WELCOME and /replay/info.",
         "ZONE_KIND",
         &[
@@ -224,7 +250,7 @@ pub fn layout_js() -> String {
         ],
     );
     object(
-        &mut o,
+        o,
         "How WELCOME says the terrain comes.",
         "TERRAIN_DELIVERY",
         &[
@@ -233,8 +259,12 @@ pub fn layout_js() -> String {
             ("CACHED", TerrainDelivery::Cached as u64),
         ],
     );
+}
+
+/// The snapshot header and the terrain messages' headers.
+fn snapshot_and_terrain(o: &mut String) {
     object(
-        &mut o,
+        o,
         "The snapshot header (kernel/SNAPSHOT_FORMAT.md): offsets, its size, the no-baseline tick, \
          and the wire units of a position (POS_UNIT_MM: q is mm >> POS_QUANT_SHIFT, an entity is \
          drawn at the middle of its unit) and of a velocity (VEL_UNIT_MM_PER_TICK).",
@@ -254,7 +284,7 @@ pub fn layout_js() -> String {
         ],
     );
     object(
-        &mut o,
+        o,
         "TERRAIN and TERRAIN_HEADER's grid header (net/wire/TERRAIN_WIRE.md): offsets, its size \
          (TERRAIN's payload follows), TERRAIN_HEADER's two fields and size, the layout version \
          and the widest grid a decoder accepts.",
@@ -281,7 +311,7 @@ pub fn layout_js() -> String {
         ],
     );
     object(
-        &mut o,
+        o,
         "TERRAIN_CHUNK's header: offsets and its size (the payload follows).",
         "TERRAIN_CHUNK",
         &[
@@ -296,8 +326,12 @@ pub fn layout_js() -> String {
             ("BYTES", u(chunk_layout::BYTES)),
         ],
     );
+}
+
+/// The viewer's own routes: `/replay/state`, `/viewer/terrain`, the timeline's markers.
+fn viewer(o: &mut String) {
     object(
-        &mut o,
+        o,
         "/replay/state: the header, then COUNT records of ENTITY_BYTES (offsets inside one).",
         "REPLAY_STATE",
         &[
@@ -313,7 +347,7 @@ pub fn layout_js() -> String {
         ],
     );
     object(
-        &mut o,
+        o,
         "/viewer/terrain: the header; one shade byte per pixel follows at SHADES.",
         "VIEWER_TERRAIN",
         &[
@@ -326,7 +360,7 @@ pub fn layout_js() -> String {
         ],
     );
     object(
-        &mut o,
+        o,
         "Timeline marker kinds in /replay/markers rows [tick, kind, client, n].",
         "MARKER",
         &[
@@ -338,7 +372,6 @@ pub fn layout_js() -> String {
             ("SPECTATE", marker::SPECTATE.into()),
         ],
     );
-    o
 }
 
 #[cfg(test)]
