@@ -12,7 +12,8 @@
 //! Modules, top-down (each uses only those below it in this list):
 //! - `cli`: the `migratory-server` command line.
 //! - `agones`: the Agones SDK calls, around a running server.
-//! - `serve`: `start`, the HTTP routes, the shutdown order.
+//! - `serve`: `start`, the HTTP routes; `lifecycle`: how a running server stops, its
+//!   stages in order.
 //! - `accept`, `connection`: the accept loop and one task per WebSocket (`rate_limit`: its
 //!   token bucket over every message a client sends; `wake_gate`: a future polled again
 //!   only on its own wake-up, for the task's rarely ready branches).
@@ -37,6 +38,7 @@ mod config_reference;
 mod connection;
 mod events;
 mod flusher;
+pub mod lifecycle;
 pub mod metrics;
 mod outlet;
 mod rate_limit;

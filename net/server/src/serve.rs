@@ -9,7 +9,7 @@
 use std::io::BufWriter;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,6 @@ use migratory_kernel::World;
 use migratory_record::{RecordingWriter, WriterOptions};
 use thiserror::Error;
 use tokio::net::TcpStream;
-use tokio::sync::{watch, Notify};
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::Bytes;
 
@@ -36,11 +35,11 @@ use crate::accept;
 use crate::board::TickBoard;
 use crate::config::ServerConfig;
 use crate::connection::{self, ConnectionCtx, ConnectionWiring};
+use crate::lifecycle::{Lifecycle, StopCause};
 use crate::metrics::Metrics;
 use crate::outlet::Prefixed;
 use crate::recorder::Recorder;
 use crate::resume;
-use crate::ship::Fence;
 use crate::tick::{Carried, TickLoop, TickReport, TickSettings, TickWiring, WelcomeBase};
 use crate::watchdog;
 
@@ -168,8 +167,7 @@ pub struct ServerHandle {
     terrain: TerrainDescriptor,
     metrics: Arc<Metrics>,
     board: Arc<TickBoard>,
-    stop: Arc<Notify>,
-    fence: Arc<Fence>,
+    lifecycle: Arc<Lifecycle>,
     task: tokio::task::JoinHandle<Result<ShutdownReport, ServerError>>,
 }
 
@@ -202,12 +200,12 @@ impl ServerHandle {
 
     /// Starts the shutdown without waiting for it.
     pub fn trigger_shutdown(&self) {
-        self.stop.notify_one();
+        self.lifecycle.ask_stop();
     }
 
     /// A handle that can start the shutdown while `wait` holds the server.
     pub fn stopper(&self) -> Stopper {
-        Stopper(self.stop.clone(), self.fence.clone())
+        Stopper(self.lifecycle.clone())
     }
 
     /// Shuts down and waits until everything has stopped.
@@ -224,18 +222,17 @@ impl ServerHandle {
 
 /// Starts a server's shutdown from anywhere.
 #[derive(Clone, Debug)]
-pub struct Stopper(Arc<Notify>, Arc<Fence>);
+pub struct Stopper(Arc<Lifecycle>);
 
 impl Stopper {
     pub fn stop(&self) {
-        self.0.notify_one();
+        self.0.ask_stop();
     }
 
     /// Stops for a move: as `stop`, but clients are closed with REJOIN, which sends
     /// them back through the fleet to the world's next server.
     pub fn stop_moving(&self) {
-        self.1.set_moving();
-        self.0.notify_one();
+        self.0.ask_stop_for_move();
     }
 }
 
@@ -277,23 +274,18 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         .local_addr()
         .map_err(|source| ServerError::Bind { addr, source })?;
 
-    let fence = Arc::new(Fence::default());
-    let ship_last_pass = Arc::new(Notify::new());
+    let lifecycle = Lifecycle::new();
     let ship = match (&options.ship, &recording_path) {
         (Some(target), Some(path)) => Some(crate::ship::spawn(
             target.clone(),
             path.clone(),
-            fence.clone(),
+            lifecycle.clone(),
             metrics.clone(),
-            ship_last_pass.clone(),
         )),
         _ => None,
     };
 
     let (events_tx, events_rx) = mpsc::channel();
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let tick_stop = Arc::new(AtomicBool::new(false));
-    let tick_exited = Arc::new(Notify::new());
 
     // Client ids of the new session start above those still in a resumed world.
     let next_client_id = carried.clients.iter().max().map_or(1, |c| c + 1);
@@ -323,22 +315,22 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
             metrics: metrics.clone(),
             board: board.clone(),
             recorder,
-            shutdown: tick_stop.clone(),
+            lifecycle: lifecycle.clone(),
             epoch,
         },
     );
-    let exited = tick_exited.clone();
+    let ended = lifecycle.clone();
     let tick_thread = std::thread::Builder::new()
         .name("migratory-tick".into())
         .spawn(move || {
             let report = tick_loop.run();
-            exited.notify_one();
+            ended.tick_loop_ended();
             report
         })
         .map_err(|source| ServerError::Thread { what: "tick", source })?;
     let watchdog = if options.debug {
         Some(
-            watchdog::start(board.clone(), epoch, tick_stop.clone()).map_err(|source| {
+            watchdog::start(board.clone(), epoch, lifecycle.clone()).map_err(|source| {
                 ServerError::Thread {
                     what: "watchdog",
                     source,
@@ -356,21 +348,18 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
             metrics: metrics.clone(),
             board: board.clone(),
             events: events_tx,
-            shutdown: shutdown_rx.clone(),
-            fence: fence.clone(),
+            shutdown: lifecycle.closing(),
+            fence: lifecycle.fence().clone(),
         },
     );
     connections
         .next_client_id
         .store(next_client_id, Ordering::Relaxed);
-    let stop = Arc::new(Notify::new());
     let ctx = Arc::new(AppState {
-        fleet_stop: options.ship.as_ref().map(|t| {
-            (
-                blake3::hash(t.token.as_bytes()),
-                Stopper(stop.clone(), fence.clone()),
-            )
-        }),
+        fleet_stop: options
+            .ship
+            .as_ref()
+            .map(|t| (blake3::hash(t.token.as_bytes()), Stopper(lifecycle.clone()))),
         connections: Arc::new(connections),
         status: ServerStatus {
             tick: start_tick,
@@ -392,7 +381,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         router(ctx, viewer_terrain),
         limits,
         metrics.clone(),
-        shutdown_rx.clone(),
+        lifecycle.closing(),
     ));
 
     tracing::info!(
@@ -408,22 +397,17 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     );
 
     let running = Running {
-        stop: stop.clone(),
-        tick_exited,
-        shutdown_tx,
+        lifecycle: lifecycle.clone(),
         shutdown_timeout: Duration::from_secs_f64(s.shutdown_timeout_seconds)
             + s.client_backpressure.eviction_close_timeout(),
         metrics: metrics.clone(),
         board: board.clone(),
-        tick_stop,
         tick_thread,
         watchdog,
         http,
         debug: options.debug,
         epoch,
-        fence: fence.clone(),
         ship,
-        ship_last_pass,
     };
     let task = tokio::spawn(running.until_stopped());
     Ok(ServerHandle {
@@ -432,8 +416,7 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
         terrain: descriptor,
         metrics,
         board,
-        stop,
-        fence,
+        lifecycle,
         task,
     })
 }
@@ -484,59 +467,53 @@ fn router(ctx: Arc<AppState>, viewer_terrain: Bytes) -> Router {
 
 /// What a started server holds until it stops, and the order it stops in.
 struct Running {
-    stop: Arc<Notify>,
-    tick_exited: Arc<Notify>,
-    shutdown_tx: watch::Sender<bool>,
+    lifecycle: Arc<Lifecycle>,
     shutdown_timeout: Duration,
     metrics: Arc<Metrics>,
     board: Arc<TickBoard>,
-    tick_stop: Arc<AtomicBool>,
     tick_thread: std::thread::JoinHandle<TickReport>,
     watchdog: Option<std::thread::JoinHandle<()>>,
     http: tokio::task::JoinHandle<()>,
     debug: bool,
     epoch: Instant,
-    fence: Arc<Fence>,
     ship: Option<tokio::task::JoinHandle<()>>,
-    ship_last_pass: Arc<Notify>,
 }
 
 impl Running {
-    /// Waits for a stop (asked for, or the tick loop's own end), then stops everything in
-    /// order: stop accepting and close every client with 1001, wait for them (bounded),
-    /// stop the tick thread (it finishes the recording), then the HTTP side.
+    /// Waits for a stop (asked for, the tick loop's own end, or a fence), then runs the
+    /// lifecycle's stages in order: close the clients (bounded wait), stop the tick thread
+    /// (it finishes the recording), ship the rest, then end the HTTP side.
     async fn until_stopped(self) -> Result<ShutdownReport, ServerError> {
         let heartbeat = self
             .debug
             .then(|| tokio::spawn(watchdog::runtime_heartbeat(self.board.clone(), self.epoch)));
-        tokio::select! {
-            _ = self.stop.notified() => tracing::info!("shutting down"),
-            _ = self.tick_exited.notified() => tracing::info!("tick loop finished; shutting down"),
-            _ = self.fence.notify.notified() => {
-                // Fenced: another server owns the world now. Stop stepping before anything
-                // else, so no input is taken after the fleet refused us.
-                tracing::warn!("fenced; stopping the tick loop at once");
-                self.tick_stop.store(true, Ordering::Release);
-            }
+        let lifecycle = &self.lifecycle;
+        match lifecycle.until_stop().await {
+            StopCause::Asked => tracing::info!("shutting down"),
+            StopCause::TickLoopEnded => tracing::info!("tick loop finished; shutting down"),
+            // Another server owns the world now: the ticking stopped before anything else,
+            // so no input is taken after the fleet refused us.
+            StopCause::Fenced => tracing::warn!("fenced; the tick loop stopped at once"),
         }
-        if let Some(ship) = self.ship.as_ref().filter(|_| self.fence.is_set()) {
+        let fence = lifecycle.fence();
+        if let Some(ship) = self.ship.as_ref().filter(|_| fence.is_set()) {
             // Fenced: nothing more of ours may reach the store.
             ship.abort();
         }
         // 1. Stop accepting and ask every connection to close (1001, or REJOIN when fenced).
-        let _ = self.shutdown_tx.send(true);
+        lifecycle.close_clients();
         // 2. Wait (bounded) for the connections to finish their close handshakes.
         let deadline = tokio::time::Instant::now() + self.shutdown_timeout;
         while self.metrics.connections.load(Ordering::Relaxed) > 0 && tokio::time::Instant::now() < deadline {
-            if self.fence.is_set() {
+            if fence.is_set() {
                 // Fenced meanwhile (the shipments go on during the close): no more input.
-                self.tick_stop.store(true, Ordering::Release);
+                lifecycle.stop_ticking();
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let connections_left = self.metrics.connections.load(Ordering::Relaxed);
-        // 3. Stop the tick thread; it finishes the recording with its end record.
-        self.tick_stop.store(true, Ordering::Release);
+        // 2. Stop the tick thread; it finishes the recording with its end record.
+        lifecycle.stop_ticking();
         let tick_thread = self.tick_thread;
         let report = tokio::task::spawn_blocking(move || tick_thread.join())
             .await
@@ -548,8 +525,9 @@ impl Running {
         // The recording is finished: its last bytes (and the final reclaim file) go to the
         // fleet now, so a server that shares no disk with its node loses nothing. Bounded:
         // a node that does not answer ships the rest itself once this process has exited.
+        // 3. The last shipment.
         if let Some(ship) = self.ship {
-            self.ship_last_pass.notify_one();
+            lifecycle.ship_last();
             if tokio::time::timeout(Duration::from_secs(5), ship).await.is_err() {
                 tracing::warn!("the last shipment did not finish in 5 s");
             }
@@ -571,7 +549,7 @@ impl Running {
         Ok(ShutdownReport {
             tick: report,
             connections_left,
-            fenced: self.fence.reason(),
+            fenced: lifecycle.fence().reason(),
         })
     }
 }

@@ -20,6 +20,7 @@ use migratory_http as http;
 use migratory_wire::fleet::{read_shipment, reclaim_path, reclaim_url, segment_url};
 use tokio::sync::Notify;
 
+use crate::lifecycle::Lifecycle;
 use crate::metrics::Metrics;
 
 /// Longest wait for one shipment's answer.
@@ -84,17 +85,17 @@ impl Fence {
 }
 
 /// Ships `path` (and the reclaim file beside it, whenever it changed) until the task is
-/// aborted or the server is fenced.
-/// `last_pass`, once notified, makes the task ship everything left (the recording is
-/// finished then) and end.
+/// aborted or the server is fenced (raising the lifecycle's fence). The lifecycle's
+/// `ship_last` makes the task ship everything left (the recording is finished then) and
+/// end.
 pub(crate) fn spawn(
     target: ShipTarget,
     path: PathBuf,
-    fence: Arc<Fence>,
+    lifecycle: Arc<Lifecycle>,
     metrics: Arc<Metrics>,
-    last_pass: Arc<Notify>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        let fence = lifecycle.fence();
         let mut shipped: u64 = 0;
         let mut reclaim_shipped: Option<Vec<u8>> = None;
         let mut last_taken = std::time::Instant::now();
@@ -105,7 +106,7 @@ pub(crate) fn spawn(
             if !finishing {
                 tokio::select! {
                     _ = every.tick() => {}
-                    _ = last_pass.notified() => finishing = true,
+                    _ = lifecycle.last_shipment_asked() => finishing = true,
                 }
             }
             let read = {
@@ -132,7 +133,7 @@ pub(crate) fn spawn(
                 let url = reclaim_url(&target.fleet_url, &target.world_id);
                 match post(&target, url, r.clone(), last_taken).await {
                     Shipped::Taken => reclaim_shipped = Some(r),
-                    Shipped::Refused(reason) => return fenced(&fence, reason),
+                    Shipped::Refused(reason) => return fenced(fence, reason),
                     Shipped::Failed => {
                         metrics.recording_ship_failures_total.fetch_add(1, Relaxed);
                         if finishing {
@@ -162,7 +163,7 @@ pub(crate) fn spawn(
                 }
                 Shipped::Refused(reason) => {
                     return fenced(
-                        &fence,
+                        fence,
                         format!("the fleet refused the recording's bytes from offset {shipped} ({reason})"),
                     )
                 }

@@ -4,11 +4,12 @@
 //! The tick thread publishes its phase and when it began; a tokio task stamps a heartbeat
 //! every 10 ms. Both are plain atomics, so watching costs the watched nothing.
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::board::TickBoard;
+use crate::lifecycle::Lifecycle;
 use crate::metrics::Phase;
 
 /// A phase or the runtime silent for longer than this is reported.
@@ -27,26 +28,26 @@ pub async fn runtime_heartbeat(board: Arc<TickBoard>, epoch: Instant) {
     }
 }
 
-/// Starts the watchdog thread; it ends when `stop` is set.
+/// Starts the watchdog thread; it ends when the tick thread is told to stop.
 pub fn start(
     board: Arc<TickBoard>,
     epoch: Instant,
-    stop: Arc<AtomicBool>,
+    lifecycle: Arc<Lifecycle>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     board
         .runtime_heartbeat_us
         .store(epoch.elapsed().as_micros() as u64, Relaxed);
     std::thread::Builder::new()
         .name("migratory-watchdog".into())
-        .spawn(move || watch(&board, epoch, &stop))
+        .spawn(move || watch(&board, epoch, &lifecycle))
 }
 
-fn watch(board: &TickBoard, epoch: Instant, stop: &AtomicBool) {
+fn watch(board: &TickBoard, epoch: Instant, lifecycle: &Lifecycle) {
     let threshold_us = STALL_THRESHOLD.as_micros() as u64;
     // The (phase start) already reported, so one stall is logged once.
     let mut reported_phase_start = u64::MAX;
     let mut runtime_stalled = false;
-    while !stop.load(Relaxed) {
+    while !lifecycle.ticking_stopped() {
         std::thread::sleep(HEARTBEAT_PERIOD);
         let now_us = epoch.elapsed().as_micros() as u64;
         let phase = Phase::from_u8(board.phase.load(Relaxed));

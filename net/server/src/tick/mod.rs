@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,7 @@ use migratory_kernel::{Input, TickInputs, ViewEntry, World, VIEW_ENTITIES_MAX};
 use crate::board::TickBoard;
 use crate::config::BackpressureSection;
 use crate::events::NetEvent;
+use crate::lifecycle::Lifecycle;
 use crate::metrics::{Metrics, Phase};
 use crate::reclaim::{ReclaimWriter, Tokens};
 use crate::recorder::{RecordError, Recorder};
@@ -114,7 +115,7 @@ pub struct TickLoop {
     tokens: Tokens,
     reclaim_writer: Option<ReclaimWriter>,
     inputs: TickInputs,
-    shutdown: Arc<AtomicBool>,
+    lifecycle: Arc<Lifecycle>,
     epoch: Instant,
     /// Writes the snapshots this thread queues, off this thread.
     flusher: Flusher,
@@ -137,7 +138,8 @@ pub struct TickWiring {
     pub metrics: Arc<Metrics>,
     pub board: Arc<TickBoard>,
     pub recorder: Option<Recorder>,
-    pub shutdown: Arc<AtomicBool>,
+    /// Its loop ends once `stop_ticking`.
+    pub lifecycle: Arc<Lifecycle>,
     pub epoch: Instant,
 }
 
@@ -154,7 +156,7 @@ impl TickLoop {
             metrics,
             board,
             recorder,
-            shutdown,
+            lifecycle,
             epoch,
         } = wiring;
         // The reclaim file sits beside the recording: without one there is nothing to
@@ -184,7 +186,7 @@ impl TickLoop {
             tokens: Tokens::default(),
             reclaim_writer,
             inputs: TickInputs::default(),
-            shutdown,
+            lifecycle,
             epoch,
             flusher: Flusher::start(),
         };
@@ -234,7 +236,7 @@ impl TickLoop {
         let mut ran: u64 = 0;
         let mut last_debug = Instant::now();
         let mut last_overrun_log: Option<Instant> = None;
-        while !self.shutdown.load(Ordering::Acquire) {
+        while !self.lifecycle.ticking_stopped() {
             if self.settings.run_ticks.is_some_and(|n| ran >= n) {
                 break;
             }
