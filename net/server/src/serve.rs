@@ -242,74 +242,39 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
     let epoch = Instant::now();
     let s = &config.server;
     let world_config = config.world.clone();
-    let shards = s.shard_count();
     let (world, carried) = build_world(&config, &options)?;
     if options.phase.as_ref().is_some_and(|p| !p.commit()) {
         return Err(ServerError::StoppedWhileBuilding);
     }
     let start_tick = world.tick();
-    let terrain = terrain_wire::encode(world.terrain(), &s.terrain_wire)?;
-    let viewer_terrain = Bytes::from(migratory_view::terrain_image(
-        world.terrain(),
-        world_config.world_size_mm,
-        world_config.water_level_mm,
-        &terrain.descriptor.content_hash,
-    ));
-    let descriptor = terrain.descriptor.clone();
-    let terrain_messages: Arc<Vec<Bytes>> = Arc::new(terrain.messages.into_iter().map(Bytes::from).collect());
+    let (descriptor, terrain_messages, viewer_terrain) = encode_terrain(&config, &world)?;
 
     let metrics = Metrics::new(world_config.tick_rate_hz);
     let board = Arc::new(TickBoard::default());
-    let recorder = if s.recording.enabled {
-        Some(open_recording(&config, &world, &metrics)?)
-    } else {
-        None
-    };
+    let recorder = s
+        .recording
+        .enabled
+        .then(|| open_recording(&config, &world, &metrics))
+        .transpose()?;
     let recording_path = recorder.as_ref().map(|r| r.path.clone());
 
-    let addr = config.listen_addr()?;
-    let listener =
-        bind(addr, s.tcp_send_buffer_bytes).map_err(|source| ServerError::Bind { addr, source })?;
-    let local_addr = listener
-        .local_addr()
-        .map_err(|source| ServerError::Bind { addr, source })?;
-
+    let (listener, local_addr) = listen(&config)?;
     let lifecycle = Lifecycle::new();
-    let ship = match (&options.ship, &recording_path) {
-        (Some(target), Some(path)) => Some(crate::ship::spawn(
-            target.clone(),
-            path.clone(),
-            lifecycle.clone(),
-            metrics.clone(),
-        )),
-        _ => None,
-    };
+    // Shipping starts with the recording, before the first tick is recorded.
+    let ship = options
+        .ship
+        .as_ref()
+        .zip(recording_path.as_ref())
+        .map(|(target, path)| {
+            crate::ship::spawn(target.clone(), path.clone(), lifecycle.clone(), metrics.clone())
+        });
 
     let (events_tx, events_rx) = mpsc::channel();
-
     // Client ids of the new session start above those still in a resumed world.
     let next_client_id = carried.clients.iter().max().map_or(1, |c| c + 1);
-    let welcome = WelcomeBase {
-        tick_rate_hz: world_config.tick_rate_hz as u16,
-        snapshot_interval_ticks: world_config.snapshot_interval_ticks as u16,
-        world_size_mm: world_config.world_size_mm,
-        terrain: WireTerrainDescriptor::from_descriptor(&descriptor),
-        world: world_facts(&world),
-    };
-    let settings = TickSettings {
-        pin_shard_threads: s.pin_shard_threads,
-        catch_up_ticks_max: s.tick_loop.catch_up_ticks_max,
-        backpressure: s.client_backpressure.clone(),
-        run_ticks: options.run_ticks,
-        debug: options.debug,
-        reconnect_grace_ticks: (s.reconnect_grace_seconds * f64::from(world_config.tick_rate_hz)).ceil()
-            as u32,
-    };
-    let tick_loop = TickLoop::new(
-        world,
-        carried,
-        settings,
-        welcome,
+    let (tick_thread, watchdog) = start_ticking(
+        (world, carried),
+        (&config, &options, &descriptor),
         TickWiring {
             events: events_rx,
             metrics: metrics.clone(),
@@ -318,30 +283,8 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
             lifecycle: lifecycle.clone(),
             epoch,
         },
-    );
-    let ended = lifecycle.clone();
-    let tick_thread = std::thread::Builder::new()
-        .name("migratory-tick".into())
-        .spawn(move || {
-            let report = tick_loop.run();
-            ended.tick_loop_ended();
-            report
-        })
-        .map_err(|source| ServerError::Thread { what: "tick", source })?;
-    let watchdog = if options.debug {
-        Some(
-            watchdog::start(board.clone(), epoch, lifecycle.clone()).map_err(|source| {
-                ServerError::Thread {
-                    what: "watchdog",
-                    source,
-                }
-            })?,
-        )
-    } else {
-        None
-    };
-
-    let connections = ConnectionCtx::new(
+    )?;
+    let ctx = app_state(
         &config,
         (terrain_messages, descriptor.content_hash),
         ConnectionWiring {
@@ -351,51 +294,18 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
             shutdown: lifecycle.closing(),
             fence: lifecycle.fence().clone(),
         },
+        (&options, &lifecycle),
+        (start_tick, recording_path.clone(), next_client_id),
     );
-    connections
-        .next_client_id
-        .store(next_client_id, Ordering::Relaxed);
-    let ctx = Arc::new(AppState {
-        fleet_stop: options
-            .ship
-            .as_ref()
-            .map(|t| (blake3::hash(t.token.as_bytes()), Stopper(lifecycle.clone()))),
-        connections: Arc::new(connections),
-        status: ServerStatus {
-            tick: start_tick,
-            players: 0,
-            connections: 0,
-            start_tick,
-            recording: recording_path.clone(),
-            resumed_from: options.resume_from.clone(),
-        },
-    });
-    let limits = accept::AcceptLimits {
-        connections_max: s.connections_max as usize,
-        connections_per_ip_max: s.connections_per_ip_max as usize,
-        per_ip_exempt_loopback: s.connections_per_ip_exempt_loopback,
-        header_timeout: Duration::from_secs_f64(s.http_header_timeout_seconds),
-    };
     let http = tokio::spawn(accept::serve(
         listener,
         router(ctx, viewer_terrain),
-        limits,
+        accept_limits(&config),
         metrics.clone(),
         lifecycle.closing(),
     ));
 
-    tracing::info!(
-        %local_addr,
-        shards,
-        boids = world_config.boid_count,
-        tick_rate_hz = world_config.tick_rate_hz,
-        terrain_cells = descriptor.cells,
-        terrain_bytes = descriptor.total_bytes,
-        terrain_chunks = descriptor.chunk_count,
-        recording = ?recording_path,
-        "server started"
-    );
-
+    log_started(local_addr, &config, &descriptor, recording_path.as_deref());
     let running = Running {
         lifecycle: lifecycle.clone(),
         shutdown_timeout: Duration::from_secs_f64(s.shutdown_timeout_seconds)
@@ -423,6 +333,165 @@ pub async fn start(config: ServerConfig, options: ServeOptions) -> Result<Server
 
 /// The world to serve: resumed from an earlier session's recording, or new from the config,
 /// with the clients of the resumed session and their reconnect tokens.
+/// The terrain as the wire carries it (encoded once for every client), and the viewer's
+/// shaded image of it.
+fn encode_terrain(
+    config: &ServerConfig,
+    world: &World,
+) -> Result<(TerrainDescriptor, Arc<Vec<Bytes>>, Bytes), ServerError> {
+    let w = &config.world;
+    let terrain = terrain_wire::encode(world.terrain(), &config.server.terrain_wire)?;
+    let viewer_terrain = Bytes::from(migratory_view::terrain_image(
+        world.terrain(),
+        w.world_size_mm,
+        w.water_level_mm,
+        &terrain.descriptor.content_hash,
+    ));
+    let messages = Arc::new(terrain.messages.into_iter().map(Bytes::from).collect());
+    Ok((terrain.descriptor, messages, viewer_terrain))
+}
+
+/// What the HTTP handlers share: the connections' context (the terrain every client
+/// gets, and what they are wired to), the fleet's stop, and what `/status` reports
+/// besides the live counters.
+fn app_state(
+    config: &ServerConfig,
+    terrain: (Arc<Vec<Bytes>>, [u8; 32]),
+    wiring: ConnectionWiring,
+    (options, lifecycle): (&ServeOptions, &Arc<Lifecycle>),
+    (start_tick, recording, next_client_id): (u32, Option<PathBuf>, u32),
+) -> Arc<AppState> {
+    let connections = ConnectionCtx::new(config, terrain, wiring);
+    connections
+        .next_client_id
+        .store(next_client_id, Ordering::Relaxed);
+    Arc::new(AppState {
+        fleet_stop: options
+            .ship
+            .as_ref()
+            .map(|t| (blake3::hash(t.token.as_bytes()), Stopper(lifecycle.clone()))),
+        connections: Arc::new(connections),
+        status: ServerStatus {
+            tick: start_tick,
+            players: 0,
+            connections: 0,
+            start_tick,
+            recording,
+            resumed_from: options.resume_from.clone(),
+        },
+    })
+}
+
+/// The accept loop's caps and timeout, from the config.
+fn accept_limits(config: &ServerConfig) -> accept::AcceptLimits {
+    let s = &config.server;
+    accept::AcceptLimits {
+        connections_max: s.connections_max as usize,
+        connections_per_ip_max: s.connections_per_ip_max as usize,
+        per_ip_exempt_loopback: s.connections_per_ip_exempt_loopback,
+        header_timeout: Duration::from_secs_f64(s.http_header_timeout_seconds),
+    }
+}
+
+/// The one line that says the server is up, and with what.
+fn log_started(
+    local_addr: SocketAddr,
+    config: &ServerConfig,
+    descriptor: &TerrainDescriptor,
+    recording: Option<&std::path::Path>,
+) {
+    tracing::info!(
+        %local_addr,
+        shards = config.server.shard_count(),
+        boids = config.world.boid_count,
+        tick_rate_hz = config.world.tick_rate_hz,
+        terrain_cells = descriptor.cells,
+        terrain_bytes = descriptor.total_bytes,
+        terrain_chunks = descriptor.chunk_count,
+        recording = ?recording,
+        "server started"
+    );
+}
+
+/// The listening socket on the configured address, and the address it got.
+fn listen(config: &ServerConfig) -> Result<(tokio::net::TcpListener, SocketAddr), ServerError> {
+    let addr = config.listen_addr()?;
+    let listener = bind(addr, config.server.tcp_send_buffer_bytes)
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    Ok((listener, local_addr))
+}
+
+/// What every WELCOME of this session carries besides who the client is.
+fn welcome_base(world: &World, descriptor: &TerrainDescriptor) -> WelcomeBase {
+    let c = world.config();
+    WelcomeBase {
+        tick_rate_hz: c.tick_rate_hz as u16,
+        snapshot_interval_ticks: c.snapshot_interval_ticks as u16,
+        world_size_mm: c.world_size_mm,
+        terrain: WireTerrainDescriptor::from_descriptor(descriptor),
+        world: world_facts(world),
+    }
+}
+
+/// What the tick loop runs by, from the config and the options.
+fn tick_settings(config: &ServerConfig, options: &ServeOptions) -> TickSettings {
+    let s = &config.server;
+    TickSettings {
+        pin_shard_threads: s.pin_shard_threads,
+        catch_up_ticks_max: s.tick_loop.catch_up_ticks_max,
+        backpressure: s.client_backpressure.clone(),
+        run_ticks: options.run_ticks,
+        debug: options.debug,
+        reconnect_grace_ticks: (s.reconnect_grace_seconds * f64::from(config.world.tick_rate_hz)).ceil()
+            as u32,
+    }
+}
+
+/// The tick thread and, in debug, the watchdog over it.
+type TickThreads = (
+    std::thread::JoinHandle<TickReport>,
+    Option<std::thread::JoinHandle<()>>,
+);
+
+/// Starts the tick thread on `world` (and, in debug, the watchdog over it).
+fn start_ticking(
+    (world, carried): (World, Carried),
+    (config, options, descriptor): (&ServerConfig, &ServeOptions, &TerrainDescriptor),
+    wiring: TickWiring,
+) -> Result<TickThreads, ServerError> {
+    let (board, epoch, lifecycle) = (wiring.board.clone(), wiring.epoch, wiring.lifecycle.clone());
+    let welcome = welcome_base(&world, descriptor);
+    let tick_loop = TickLoop::new(world, carried, tick_settings(config, options), welcome, wiring);
+    let tick_thread = spawn_tick_thread(tick_loop, lifecycle.clone())?;
+    let watchdog = options
+        .debug
+        .then(|| watchdog::start(board, epoch, lifecycle))
+        .transpose()
+        .map_err(|source| ServerError::Thread {
+            what: "watchdog",
+            source,
+        })?;
+    Ok((tick_thread, watchdog))
+}
+
+/// Runs the tick loop on a thread of its own, which tells `lifecycle` when its loop ends.
+fn spawn_tick_thread(
+    tick_loop: TickLoop,
+    lifecycle: Arc<Lifecycle>,
+) -> Result<std::thread::JoinHandle<TickReport>, ServerError> {
+    std::thread::Builder::new()
+        .name("migratory-tick".into())
+        .spawn(move || {
+            let report = tick_loop.run();
+            lifecycle.tick_loop_ended();
+            report
+        })
+        .map_err(|source| ServerError::Thread { what: "tick", source })
+}
+
 fn build_world(config: &ServerConfig, options: &ServeOptions) -> Result<(World, Carried), ServerError> {
     let shards = config.server.shard_count();
     let Some(path) = &options.resume_from else {
