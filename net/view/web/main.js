@@ -16,7 +16,7 @@
 // before every connection (`POST /api/worlds/{id}/join`), so it follows a moved world.
 
 import { camera, canvas, circle, ctx, drawAvatar, drawBackground, drawBoid, flushEntities, toScreen, toWorld } from "./draw.js";
-import { drawReplay, pickAt, startReplay } from "./replay.js";
+import { drawReplay, enterWorld, pickAt, startReplay } from "./replay.js";
 import { ClientDecoder, KIND_AVATAR } from "./snapshot.js";
 import { CLOSE, SNAPSHOT, VIEWER_TERRAIN } from "./layout.js";
 import { decodeServer, encodeAck, encodeBookmark, encodeCamera, encodeHello, encodeInput, encodeInputAck, encodePing, ZONE_HUNTING_FIELD, ZONE_TOWN } from "./protocol.js";
@@ -54,7 +54,10 @@ const state = {
   castFx: null, // the last cast: when, where, the score before, "+N caught" or "missed"
   closeReason: null,
   closeCodes: [], // every close's code, in order (a reconnect's refusals follow a 4001)
-  welcome: null,
+  welcome: null, // the live session's WELCOME, as decoded; never set in replay mode
+  /** What drawing needs of the world, whichever mode set it: {zones, viewRadiusMm,
+   * tickRateHz}, from WELCOME (live) or /replay/info (`enterWorld`). */
+  world: null,
   decoder: new ClientDecoder(),
   latest: null, // {header, view, sentTicks, arrivedMs}
   snapshotTimes: [],
@@ -221,6 +224,7 @@ function onMessage(bytes) {
     state.reconnecting = null;
     state.reconnectToken = m.reconnectToken;
     state.welcome = m;
+    enterWorld(state, { zones: m.zones, viewRadiusMm: m.viewRadiusMm, tickRateHz: m.tickRateHz });
     if (!reclaimed) {
       state.camera.follow = !state.spectating;
       state.camera.mmPerPx = (m.viewRadiusMm * 2.4) / Math.min(innerWidth, innerHeight);
@@ -307,7 +311,7 @@ function draw() {
   const started = performance.now();
   const cam = state.camera;
   const w = state.welcome;
-  state.drawn.terrain = drawBackground(state.terrain, w?.zones) || state.drawn.terrain;
+  state.drawn.terrain = drawBackground(state.terrain, state.world?.zones) || state.drawn.terrain;
   let boids = 0, avatars = 0;
   if (state.spectating) panWithKeys();
   if (state.replay) {

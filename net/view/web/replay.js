@@ -20,6 +20,13 @@ async function json(url) {
   return resp.json();
 }
 
+/** Sets what drawing needs of the world (`state.world`), the one place either mode sets
+ * it: from WELCOME live, from /replay/info here. `state.welcome` stays the live
+ * session's own. */
+export function enterWorld(state, world) {
+  state.world = Object.freeze({ ...world });
+}
+
 /** Switches the page to replay mode if this server serves a recording. */
 export async function startReplay(state) {
   // The live server answers 204: no recording here.
@@ -50,7 +57,7 @@ export async function startReplay(state) {
   };
   state.replay = r;
   state.camera.follow = false;
-  state.welcome = { zones: info.zones, viewRadiusMm: info.view_radius_mm, tickRateHz: info.tick_rate_hz };
+  enterWorld(state, { zones: info.zones, viewRadiusMm: info.view_radius_mm, tickRateHz: info.tick_rate_hz });
   $("join").style.display = "none";
   $("hud").style.display = "none";
   const bar = document.createElement("div");
