@@ -59,6 +59,54 @@ const GREEN: RGBColor = RGBColor(20, 140, 60);
 const GREY: RGBColor = RGBColor(120, 120, 120);
 const PURPLE: RGBColor = RGBColor(130, 50, 170);
 
+/// The parts of a soak's `metrics.json` its chart is drawn from.
+#[derive(Debug, serde::Deserialize)]
+struct Drawn {
+    thresholds: Thresholds,
+    series: Vec<Sample>,
+    /// A move's second (soaks with `--move-every`).
+    #[serde(default)]
+    moves: Vec<MoveMark>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct MoveMark {
+    t_s: f64,
+}
+
+/// Why a chart could not be redrawn from a soak's folder.
+#[derive(Debug, thiserror::Error)]
+pub enum RedrawError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a soak's metrics.json: {source}")]
+    Parse {
+        path: std::path::PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(transparent)]
+    Chart(#[from] ChartError),
+}
+
+/// Draws `dir/chart.png` again from `dir/metrics.json`, as the soak drew it: the chart is
+/// a function of the figures, so a soak's folder needs to keep only those.
+pub fn redraw(dir: &Path) -> Result<(), RedrawError> {
+    let path = dir.join("metrics.json");
+    let text = std::fs::read(&path).map_err(|source| RedrawError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let d: Drawn = serde_json::from_slice(&text).map_err(|source| RedrawError::Parse { path, source })?;
+    let marks: Vec<f64> = d.moves.iter().map(|m| m.t_s).collect();
+    draw(&dir.join("chart.png"), &d.series, &d.thresholds, &marks)?;
+    Ok(())
+}
+
 /// Draws the panels of `series` into a PNG at `path`.
 pub fn draw(
     path: &Path,

@@ -123,6 +123,12 @@ enum Command {
         #[arg(long, default_value_t = 24)]
         up_bytes: u32,
     },
+    /// Draw each soak folder's chart.png again from its metrics.json (as the soak drew it).
+    Chart {
+        /// Soak output folders.
+        #[arg(required = true)]
+        dirs: Vec<std::path::PathBuf>,
+    },
     /// Print, as a Markdown table, the figures of soaks already run, recomputed from each
     /// folder's metrics.json (hold medians, the 99th-percentile second, RTT, RSS, drift).
     Figures {
@@ -149,6 +155,13 @@ pub fn main() -> std::process::ExitCode {
 
 fn run() -> anyhow::Result<std::process::ExitCode> {
     let args = Args::parse();
+    if let Some(Command::Chart { dirs }) = &args.command {
+        for dir in dirs {
+            crate::chart::redraw(dir)?;
+            println!("{}", dir.join("chart.png").display());
+        }
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
     if let Some(Command::Figures { dirs }) = &args.command {
         println!("{}", crate::figures::HEADER);
         for dir in dirs {

@@ -28,12 +28,14 @@ impl Default for Thresholds {
     }
 }
 
-/// One second of the run.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+/// One second of the run. Read back from `metrics.json` to redraw a chart (`chart DIR`),
+/// where older soaks lack the later series.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Sample {
     pub t_s: f64,
     /// `ramp` or `hold`.
-    pub phase: &'static str,
+    pub phase: std::borrow::Cow<'static, str>,
     pub target_bots: u32,
     pub joined_bots: u32,
     pub down_mean_bytes_per_s: Option<f64>,

@@ -454,7 +454,7 @@ impl Sampler {
         let (down, rtt) = (Distribution::of(rates), Distribution::of(rtts));
         Sample {
             t_s: since_start.as_secs_f64(),
-            phase: if in_hold { "hold" } else { "ramp" },
+            phase: if in_hold { "hold" } else { "ramp" }.into(),
             target_bots: target,
             joined_bots: joined,
             down_mean_bytes_per_s: (down.samples > 0).then_some(down.mean),

@@ -637,6 +637,23 @@ fn a_short_soak_writes_its_json_chart_and_summary() {
     let png = std::fs::File::open(out_dir.join("chart.png")).expect("chart.png");
     let info = png::Decoder::new(png).read_info().expect("a PNG").info().clone();
     assert_eq!((info.width, info.height), (1600, 1600));
+    // The chart is a function of metrics.json: `chart DIR` draws the same bytes again.
+    let drawn = std::fs::read(out_dir.join("chart.png")).expect("chart.png");
+    std::fs::remove_file(out_dir.join("chart.png")).expect("remove chart.png");
+    let redraw = Command::new(BOTS)
+        .arg("chart")
+        .arg(&out_dir)
+        .output()
+        .expect("run chart");
+    assert!(
+        redraw.status.success(),
+        "{}",
+        String::from_utf8_lossy(&redraw.stderr)
+    );
+    assert_eq!(
+        std::fs::read(out_dir.join("chart.png")).expect("redrawn chart.png"),
+        drawn
+    );
     let summary = std::fs::read_to_string(out_dir.join("summary.txt")).expect("summary.txt");
     for name in [
         "loop_p99_ms",
