@@ -26,8 +26,8 @@ use tokio_tungstenite::WebSocketStream;
 use crate::board::TickBoard;
 use crate::config::{BackpressureSection, InputLimitsSection, ServerConfig};
 use crate::events::{ClientShared, CloseRequest, NetEvent, Outbound};
+use crate::lifecycle::Fence;
 use crate::metrics::Metrics;
-use crate::ship::Fence;
 use crate::wake_gate::Gated;
 use migratory_wire::protocol::{self, close_code, ClientMessage, HelloOptions};
 

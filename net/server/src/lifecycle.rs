@@ -14,12 +14,10 @@
 //! fleet refused this server. Every piece `start` makes is handed this (or the part of it
 //! it watches), so no piece keeps a stop flag of its own.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{watch, Notify};
-
-use crate::ship::Fence;
 
 /// What set a stop off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,5 +120,41 @@ impl Lifecycle {
     /// Waits for `ship_last`.
     pub(crate) async fn last_shipment_asked(&self) {
         self.last_shipment.notified().await;
+    }
+}
+
+/// Set once, when the fleet refuses this server's appends: the reason, and a wake-up for
+/// whoever stops the server.
+#[derive(Debug, Default)]
+pub struct Fence {
+    reason: Mutex<Option<String>>,
+    pub(crate) notify: Notify,
+    /// The fleet is moving the world to another server: the shutdown closes clients
+    /// with REJOIN too, so they follow it.
+    moving: std::sync::atomic::AtomicBool,
+}
+
+impl Fence {
+    /// Marks the coming shutdown as a move.
+    pub fn set_moving(&self) {
+        self.moving.store(true, Relaxed);
+    }
+
+    pub fn is_moving(&self) -> bool {
+        self.moving.load(Relaxed)
+    }
+
+    pub fn reason(&self) -> Option<String> {
+        self.reason.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.reason().is_some()
+    }
+
+    /// Raised by the shipping task when the fleet refuses this server.
+    pub(crate) fn set(&self, reason: String) {
+        *self.reason.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
+        self.notify.notify_one();
     }
 }

@@ -13,14 +13,13 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use migratory_http as http;
 use migratory_wire::fleet::{read_shipment, reclaim_path, reclaim_url, segment_url};
-use tokio::sync::Notify;
 
-use crate::lifecycle::Lifecycle;
+use crate::lifecycle::{Fence, Lifecycle};
 use crate::metrics::Metrics;
 
 /// Longest wait for one shipment's answer.
@@ -46,41 +45,6 @@ impl std::fmt::Debug for ShipTarget {
             .field("interval", &self.interval)
             .field("deadline", &self.deadline)
             .finish_non_exhaustive()
-    }
-}
-
-/// Set once, when the fleet refuses this server's appends: the reason, and a wake-up for
-/// whoever stops the server.
-#[derive(Debug, Default)]
-pub struct Fence {
-    reason: Mutex<Option<String>>,
-    pub(crate) notify: Notify,
-    /// The fleet is moving the world to another server: the shutdown closes clients
-    /// with REJOIN too, so they follow it.
-    moving: std::sync::atomic::AtomicBool,
-}
-
-impl Fence {
-    /// Marks the coming shutdown as a move.
-    pub fn set_moving(&self) {
-        self.moving.store(true, Relaxed);
-    }
-
-    pub fn is_moving(&self) -> bool {
-        self.moving.load(Relaxed)
-    }
-
-    pub fn reason(&self) -> Option<String> {
-        self.reason.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    pub fn is_set(&self) -> bool {
-        self.reason().is_some()
-    }
-
-    fn set(&self, reason: String) {
-        *self.reason.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
-        self.notify.notify_one();
     }
 }
 
