@@ -31,7 +31,8 @@ use migratory_http::{self as http, HttpError};
 
 use crate::board::TickBoard;
 use crate::config::AgonesSection;
-use crate::serve::{ServerHandle, Stopper};
+use crate::lifecycle::Stopper;
+use crate::serve::ServerHandle;
 
 /// The environment variable the Agones sidecar sets.
 pub const SDK_PORT_ENV: &str = "AGONES_SDK_HTTP_PORT";

@@ -12,7 +12,7 @@
 //! Modules, top-down (each uses only those below it in this list):
 //! - `cli`: the `migratory-server` command line.
 //! - `agones`: the Agones SDK calls, around a running server.
-//! - `serve`: `start`, the HTTP routes; `lifecycle`: how a running server stops, its
+//! - `serve`: `start`; `routes`: the one port's routes and the WebSocket upgrade; `lifecycle`: how a running server stops, its
 //!   stages in order.
 //! - `accept`, `connection`: the accept loop and one task per WebSocket (`rate_limit`: its
 //!   token bucket over every message a client sends; `wake_gate`: a future polled again
@@ -45,6 +45,7 @@ mod rate_limit;
 pub mod reclaim;
 mod recorder;
 pub mod resume;
+mod routes;
 mod send_queue;
 mod serve;
 pub mod ship;
@@ -53,7 +54,7 @@ mod wake_gate;
 mod watchdog;
 
 pub use config::ServerConfig;
+pub use lifecycle::Stopper;
 pub use recorder::RecordError;
-pub use serve::{
-    start, ServeOptions, ServerError, ServerHandle, ShutdownReport, StartPhase, Stopper, WS_PATH,
-};
+pub use routes::WS_PATH;
+pub use serve::{start, ServeOptions, ServerError, ServerHandle, ShutdownReport, StartPhase};

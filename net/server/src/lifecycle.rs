@@ -158,3 +158,19 @@ impl Fence {
         self.notify.notify_one();
     }
 }
+
+/// Starts a server's shutdown from anywhere.
+#[derive(Clone, Debug)]
+pub struct Stopper(pub(crate) Arc<Lifecycle>);
+
+impl Stopper {
+    pub fn stop(&self) {
+        self.0.ask_stop();
+    }
+
+    /// Stops for a move: as `stop`, but clients are closed with REJOIN, which sends
+    /// them back through the fleet to the world's next server.
+    pub fn stop_moving(&self) {
+        self.0.ask_stop_for_move();
+    }
+}
