@@ -14,7 +14,8 @@
 //! - `agones`: the Agones SDK calls, around a running server.
 //! - `serve`: `start`; `routes`: the one port's routes and the WebSocket upgrade; `lifecycle`: how a running server stops, its
 //!   stages in order.
-//! - `accept`, `connection`: the accept loop and one task per WebSocket (`rate_limit`: its
+//! - `accept`, `connection`: the accept loop and one task per WebSocket (`connection_ctx`:
+//!   what every connection shares; `rate_limit`: its
 //!   token bucket over every message a client sends; `wake_gate`: a future polled again
 //!   only on its own wake-up, for the task's rarely ready branches).
 //! - `tick`: the tick thread (`tick::clients`: its roster of joins, drops, reclaims and
@@ -36,6 +37,7 @@ pub mod config;
 #[cfg(test)]
 mod config_reference;
 mod connection;
+mod connection_ctx;
 mod events;
 mod flusher;
 pub mod lifecycle;

@@ -23,7 +23,8 @@ use migratory_wire::fleet::ServerStatus;
 
 use crate::accept;
 use crate::config::ServerConfig;
-use crate::connection::{self, ConnectionCtx, ConnectionWiring};
+use crate::connection;
+use crate::connection_ctx::{ConnectionCtx, ConnectionWiring};
 use crate::lifecycle::{Lifecycle, Stopper};
 use crate::outlet::Prefixed;
 

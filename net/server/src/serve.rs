@@ -24,7 +24,7 @@ use migratory_wire::terrain_wire::{self, TerrainConfigError, TerrainDescriptor};
 use crate::accept;
 use crate::board::TickBoard;
 use crate::config::ServerConfig;
-use crate::connection::ConnectionWiring;
+use crate::connection_ctx::ConnectionWiring;
 use crate::lifecycle::{Lifecycle, StopCause, Stopper};
 use crate::metrics::Metrics;
 use crate::recorder::Recorder;
