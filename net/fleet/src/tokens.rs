@@ -56,7 +56,7 @@ impl Tokens {
     /// A new token granting `grant`, live until `forget` of its generation.
     pub(crate) fn issue(&self, grant: Grant) -> Result<Issued, FleetError> {
         let secret = new_token()?;
-        let generation = self.next_generation();
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         self.entries
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -66,11 +66,6 @@ impl Tokens {
                 grant,
             });
         Ok(Issued { secret, generation })
-    }
-
-    /// A number no earlier call on this node returned (token generations, file names).
-    pub(crate) fn next_generation(&self) -> u64 {
-        self.generation.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     pub(crate) fn forget(&self, generation: u64) {
